@@ -1,0 +1,444 @@
+"""Hugging Face ``hf:`` frontend, model-building half: config -> weightless ``nn.Module``.
+
+The spec after ``hf:`` is resolved to a ``transformers`` config, in this order:
+
+1. a path to a local ``config.json`` (or a directory that contains one);
+2. a hub id or short alias from the table shipped in ``hf_configs/`` (case-insensitive) — these
+   are the real public ``config.json`` files of well-known models, so they work offline;
+3. otherwise the Hugging Face hub, but only when it is reachable and ``HF_HUB_OFFLINE`` is not
+   set. Any failure there becomes a one-line :class:`~perfcast.errors.ModelSpecError`.
+
+The model is then built on the ``meta`` device (no weights are downloaded or allocated), with
+the head named by ``config.architectures[0]`` when ``transformers`` has that class, SDPA
+attention when the architecture supports it (so attention shows up as one
+``scaled_dot_product_attention`` op), and the KV cache disabled. :class:`HFWrapper` makes the
+model callable as ``wrapper(input_ids[, decoder_input_ids]) -> Tensor`` for the tracer.
+
+Default sequence length: :data:`DEFAULT_SEQ_LEN` (128) for every model — encoder or decoder —
+so predictions for different models are comparable unless ``--seq-len`` is given.
+Encoder-decoder models (T5) get ``decoder_input_ids`` of the same length as ``input_ids``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import socket
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import torch
+from torch import nn
+
+from perfcast.errors import ModelSpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import transformers
+
+__all__ = [
+    "DEFAULT_SEQ_LEN",
+    "HFWrapper",
+    "build_hf_model",
+    "hf_example_inputs",
+    "load_hf",
+    "resolve_hf_config",
+    "shipped_model_ids",
+]
+
+#: Sequence length used when the caller gives none (same for encoders and decoders).
+DEFAULT_SEQ_LEN = 128
+
+CONFIG_DIR = Path(__file__).with_name("hf_configs")
+
+#: ``architectures`` entries of old public configs that no longer exist in ``transformers``.
+_RENAMED_ARCHITECTURES = {
+    "T5WithLMHeadModel": "T5ForConditionalGeneration",
+}
+
+_MODES = ("infer", "train")
+
+
+# --------------------------------------------------------------------------- shipped table
+
+
+@lru_cache(maxsize=1)
+def _index() -> tuple[dict[str, str], dict[str, str]]:
+    """(lower-cased name -> canonical id, canonical id -> file name)."""
+    data = json.loads((CONFIG_DIR / "index.json").read_text())
+    files: dict[str, str] = dict(data["models"])
+    lookup: dict[str, str] = {}
+    for model_id, fname in files.items():
+        lookup[model_id.lower()] = model_id
+        lookup[model_id.replace("/", "--").lower()] = model_id
+        lookup[fname.lower()] = model_id
+        lookup[fname[: -len(".json")].lower()] = model_id
+    for alias, model_id in data.get("aliases", {}).items():
+        if model_id not in files:
+            raise RuntimeError(f"hf_configs/index.json: alias {alias!r} points to unknown id {model_id!r}")
+        lookup[alias.lower()] = model_id
+    return lookup, files
+
+
+def shipped_model_ids() -> list[str]:
+    """Hub ids of the configs shipped with perfcast (usable offline as ``hf:<id>``)."""
+    return list(_index()[1])
+
+
+def _lookup_shipped(spec: str) -> str | None:
+    return _index()[0].get(spec.strip().lower())
+
+
+# --------------------------------------------------------------------------- resolving
+
+
+def _config_from_dict(data: dict[str, Any], source: str):
+    from transformers import CONFIG_MAPPING
+
+    if not isinstance(data, dict):
+        raise ModelSpecError(f"{source} is not a JSON object; pass a Hugging Face config.json")
+    model_type = data.get("model_type")
+    if not model_type:
+        raise ModelSpecError(f"{source} has no 'model_type'; pass a Hugging Face config.json")
+    try:
+        config_class = CONFIG_MAPPING[model_type]
+    except KeyError:
+        import transformers
+
+        raise ModelSpecError(
+            f"{source}: model_type {model_type!r} is unknown to transformers {transformers.__version__}"
+        ) from None
+    try:
+        return config_class.from_dict(dict(data))
+    except Exception as exc:  # noqa: BLE001 - any bad field is a spec problem
+        raise ModelSpecError(f"{source}: invalid {model_type} config: {_one_line(exc)}") from exc
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelSpecError(f"cannot read {path}: {_one_line(exc)}") from exc
+    except json.JSONDecodeError as exc:
+        raise ModelSpecError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _looks_like_path(spec: str) -> bool:
+    return (
+        spec.endswith(".json")
+        or spec.startswith((".", "/", "~"))
+        or spec.count("/") > 1  # hub ids have at most one "/"
+        or "\\" in spec
+    )
+
+
+def _hub_offline() -> bool:
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    return False
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    try:
+        from huggingface_hub import constants
+
+        endpoint = constants.ENDPOINT
+    except Exception:  # noqa: BLE001
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname
+    if not host:
+        return False
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _unknown_spec_message(spec: str, why: str) -> str:
+    ids = ", ".join(shipped_model_ids())
+    return (
+        f"unknown Hugging Face model {spec!r} ({why}); shipped configs: {ids}; "
+        f"or pass a local config.json as hf:path/to/config.json"
+    )
+
+
+def resolve_hf_config(spec: str) -> tuple[transformers.PretrainedConfig, str]:
+    """Resolve ``spec`` (what follows ``hf:``) to ``(config, model_id)``.
+
+    Never touches the network for a local path or a shipped id/alias, nor when
+    ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ModelSpecError("empty Hugging Face model spec; use hf:<id> or hf:path/to/config.json")
+    spec = spec.strip()
+    if spec.startswith("hf:"):
+        spec = spec[3:]
+
+    # 1. local file or directory
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        cfg_path = path / "config.json"
+        if not cfg_path.is_file() and _lookup_shipped(spec) is None:
+            raise ModelSpecError(f"directory {path} has no config.json")
+        path = cfg_path
+    if path.is_file():
+        data = _load_json(path)
+        config = _config_from_dict(data, str(path))
+        model_id = (data.get("_name_or_path") if isinstance(data, dict) else None) or (
+            path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+        )
+        config._name_or_path = str(model_id)
+        return config, str(model_id)
+
+    # 2. shipped table
+    model_id = _lookup_shipped(spec)
+    if model_id is not None:
+        fname = _index()[1][model_id]
+        config = _config_from_dict(_load_json(CONFIG_DIR / fname), f"shipped config {fname}")
+        config._name_or_path = model_id
+        return config, model_id
+
+    if _looks_like_path(spec):
+        raise ModelSpecError(f"no such file or directory: {spec}; pass a config.json or a known model id")
+
+    # 3. the hub, only if allowed and reachable
+    if _hub_offline():
+        raise ModelSpecError(_unknown_spec_message(spec, "not shipped and HF_HUB_OFFLINE is set"))
+    if not _hub_reachable():
+        raise ModelSpecError(_unknown_spec_message(spec, "not shipped and the Hugging Face hub is unreachable"))
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(spec, trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001 - network, auth, 404, remote code, bad config ...
+        raise ModelSpecError(_unknown_spec_message(spec, f"hub lookup failed: {_one_line(exc)}")) from exc
+    return config, spec
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _model_class(config):
+    """The class named by ``config.architectures[0]`` if it exists and fits the config, else AutoModel."""
+    import transformers
+    from transformers import AutoModel
+
+    for name in list(getattr(config, "architectures", None) or [])[:1]:
+        name = _RENAMED_ARCHITECTURES.get(name, name)
+        cls = getattr(transformers, name, None)
+        config_class = getattr(cls, "config_class", None)
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, nn.Module)
+            and config_class is not None
+            and isinstance(config, config_class)
+        ):
+            return cls
+    return AutoModel._model_mapping[type(config)] if type(config) in AutoModel._model_mapping else None
+
+
+def _supports_sdpa(cls) -> bool:
+    return bool(getattr(cls, "_supports_sdpa", False))
+
+
+def build_hf_model(config, mode: str = "infer", *, dtype: torch.dtype | None = None) -> nn.Module:
+    """Build the model for ``config`` on the meta device (no weights, no real memory).
+
+    ``mode`` is ``"infer"`` (``model.eval()``) or ``"train"`` (``model.train()``, dropout active).
+    ``dtype`` defaults to torch's default dtype (float32) for every model; the config's
+    ``torch_dtype`` (float16 for Llama-2, bfloat16 for Mistral ...) is ignored so that the
+    precision is always the caller's choice.
+    """
+    if mode not in _MODES:
+        raise ModelSpecError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+    config.use_cache = False
+    for sub in ("text_config", "decoder"):
+        sub_cfg = getattr(config, sub, None)
+        if sub_cfg is not None and hasattr(sub_cfg, "use_cache"):
+            sub_cfg.use_cache = False
+
+    cls = _model_class(config)
+    if cls is None:
+        raise ModelSpecError(
+            f"transformers has no model class for model_type {getattr(config, 'model_type', '?')!r}"
+        )
+    attn = "sdpa" if _supports_sdpa(cls) else "eager"
+    kwargs: dict[str, Any] = {
+        "attn_implementation": attn,
+        "dtype": torch.get_default_dtype() if dtype is None else dtype,
+    }
+    try:
+        with torch.device("meta"):
+            model = cls._from_config(config, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        if attn == "sdpa":
+            try:
+                kwargs["attn_implementation"] = "eager"
+                with torch.device("meta"):
+                    model = cls._from_config(config, **kwargs)
+            except Exception:  # noqa: BLE001
+                raise ModelSpecError(f"cannot build {cls.__name__}: {_one_line(exc)}") from exc
+        else:
+            raise ModelSpecError(f"cannot build {cls.__name__}: {_one_line(exc)}") from exc
+    if hasattr(model, "config"):
+        model.config.use_cache = False
+    _untie_t5_v1_1_head(model, config)
+    model.train(mode == "train")
+    return model
+
+
+def _untie_t5_v1_1_head(model: nn.Module, config) -> None:
+    """Give T5 v1.1 / Flan-T5 their own ``lm_head`` weight, as the real checkpoints have.
+
+    transformers 5 always ties T5's ``lm_head`` to the shared embedding and records the config's
+    ``tie_word_embeddings: false`` only as ``scale_decoder_outputs = False``. That undercounts
+    Flan-T5's parameters (flan-t5-small: 60.5M instead of 77.0M).
+    """
+    if getattr(config, "scale_decoder_outputs", True) is not False:
+        return
+    head = getattr(model, "lm_head", None)
+    shared = getattr(model, "shared", None)
+    if not isinstance(head, nn.Linear) or not isinstance(shared, nn.Embedding):
+        return
+    if head.weight is shared.weight:
+        head.weight = nn.Parameter(torch.empty_like(head.weight, device=head.weight.device))
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.model if isinstance(model, HFWrapper) else model
+
+
+def _absolute_position_limit(model: nn.Module) -> tuple[int, int] | None:
+    """``(table size, usable positions)`` of the model's learned absolute position table, if any."""
+    best: tuple[int, int] | None = None
+    for name, mod in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if not isinstance(mod, nn.Embedding) or leaf not in ("position_embeddings", "wpe", "embed_positions"):
+            continue
+        size = mod.num_embeddings
+        usable = size - int(getattr(mod, "offset", 0) or 0)  # OPT: ids shifted by 2
+        if mod.padding_idx is not None:  # RoBERTa: positions start at padding_idx + 1
+            usable -= mod.padding_idx + 1
+        if best is None or usable < best[1]:
+            best = (size, usable)
+    return best
+
+
+def _is_encoder_decoder(config) -> bool:
+    return bool(getattr(config, "is_encoder_decoder", False))
+
+
+def hf_example_inputs(config, model: nn.Module, batch_size: int, seq_len: int) -> tuple[tuple, dict]:
+    """Example inputs on the meta device: ``(args, kwargs)`` for calling ``HFWrapper(model)``.
+
+    ``args`` is ``(input_ids,)`` or, for encoder-decoder models, ``(input_ids, decoder_input_ids)``
+    (both ``[batch_size, seq_len]`` int64 zeros); ``kwargs`` is empty.
+    """
+    for name, value in (("batch-size", batch_size), ("seq-len", seq_len)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ModelSpecError(f"{name} must be a positive integer, got {value!r}")
+    limit = _absolute_position_limit(_unwrap(model))
+    if limit is not None and seq_len > limit[1]:
+        attr_map = getattr(config, "attribute_map", {}) or {}
+        attr = attr_map.get("max_position_embeddings", "max_position_embeddings")
+        table = getattr(config, attr, limit[0])
+        name = getattr(config, "name_or_path", "") or getattr(config, "model_type", "model")
+        extra = "" if table == limit[1] else f" ({limit[1]} usable positions)"
+        raise ModelSpecError(f"seq-len {seq_len} exceeds {name}'s {attr} {table}{extra}")
+    input_ids = torch.zeros((batch_size, seq_len), dtype=torch.long, device="meta")
+    args: tuple = (input_ids,)
+    if _is_encoder_decoder(config):
+        args = (input_ids, torch.zeros((batch_size, seq_len), dtype=torch.long, device="meta"))
+    return args, {}
+
+
+# --------------------------------------------------------------------------- wrapper
+
+
+class HFWrapper(nn.Module):
+    """Calls a transformers model positionally and returns its main output tensor.
+
+    ``forward(input_ids[, decoder_input_ids])`` -> ``logits`` if the model has a head, else
+    ``last_hidden_state``. The KV cache is off and the result is always a single tensor.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        # The padding check reads input values (``.item()``), which fails on meta/fake tensors
+        # outside torch.export (DeBERTa calls it). It only emits a warning, so skip it.
+        for mod in model.modules():
+            if hasattr(type(mod), "warn_if_padding_and_no_attention_mask"):
+                object.__setattr__(mod, "warn_if_padding_and_no_attention_mask", _no_padding_check)
+        params = inspect.signature(model.forward).parameters
+        self._pass_use_cache = "use_cache" in params
+        self._pass_return_dict = "return_dict" in params
+
+    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None) -> torch.Tensor:
+        kwargs: dict[str, Any] = {"input_ids": input_ids}
+        if decoder_input_ids is not None:
+            kwargs["decoder_input_ids"] = decoder_input_ids
+        if self._pass_use_cache:
+            kwargs["use_cache"] = False
+        if self._pass_return_dict:
+            kwargs["return_dict"] = True
+        out = self.model(**kwargs)
+        return _main_output(out)
+
+
+def _no_padding_check(input_ids: Any, attention_mask: Any) -> None:
+    return None
+
+
+def _main_output(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in ("logits", "last_hidden_state", "prediction_logits"):
+        value = getattr(out, key, None)
+        if isinstance(value, torch.Tensor):
+            return value
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    if hasattr(out, "to_tuple"):
+        first = out.to_tuple()[0]
+        if isinstance(first, torch.Tensor):
+            return first
+    raise TypeError(f"cannot find the main output tensor in {type(out).__name__}")
+
+
+# --------------------------------------------------------------------------- all together
+
+
+def load_hf(
+    spec: str,
+    batch_size: int = 1,
+    seq_len: int | None = None,
+    mode: str = "infer",
+    *,
+    dtype: torch.dtype | None = None,
+) -> tuple[nn.Module, tuple, str]:
+    """``hf:<spec>`` -> ``(HFWrapper on meta, example args on meta, model_id)``.
+
+    ``seq_len=None`` means :data:`DEFAULT_SEQ_LEN` (128) for every model; ``dtype=None`` means
+    float32 (see :func:`build_hf_model`).
+    """
+    config, model_id = resolve_hf_config(spec)
+    model = build_hf_model(config, mode, dtype=dtype)
+    args, _ = hf_example_inputs(config, model, batch_size, DEFAULT_SEQ_LEN if seq_len is None else seq_len)
+    wrapper = HFWrapper(model)
+    wrapper.train(mode == "train")
+    return wrapper, args, model_id
