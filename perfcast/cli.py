@@ -38,7 +38,8 @@ def _fmt_bytes(x: float) -> str:
 def inspect(
     model: str = typer.Argument(..., help="timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
                                           "path/to/model.onnx or module.path:callable"),
-    batch_size: int = typer.Option(1, "--batch-size", "-b", help="Batch size (samples)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b",
+                                             help="Batch size in samples (default 1; ONNX: the file's own)."),
     input_size: Optional[str] = typer.Option(None, "--input-size", help="Per-sample input C,H,W (vision)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length in tokens (hf:)."),
     mode: str = typer.Option("infer", "--mode", help="infer or train."),

@@ -31,7 +31,7 @@ class GraphRequest:
     """Everything that determines a graph (and its cache key)."""
 
     spec: str
-    batch_size: int = 1
+    batch_size: int | None = None  # None: 1, or the ONNX file's own fixed batch
     input_size: tuple[int, ...] | None = None  # per-sample shape, e.g. (3, 224, 224)
     seq_len: int | None = None
     mode: str = "infer"
@@ -40,7 +40,9 @@ class GraphRequest:
     extra: tuple = field(default_factory=tuple)
 
     def validate(self) -> None:
-        if not isinstance(self.batch_size, int) or self.batch_size <= 0:
+        if self.batch_size is not None and (not isinstance(self.batch_size, int)
+                                            or isinstance(self.batch_size, bool)
+                                            or self.batch_size <= 0):
             raise PerfcastError(f"batch size must be a positive integer, got {self.batch_size}")
         if self.mode not in MODES:
             raise PerfcastError(f"unknown mode {self.mode!r}: use infer or train")
@@ -120,7 +122,7 @@ def _vision_input(req: GraphRequest, default: tuple[int, ...]) -> tuple[int, ...
 def _trace(model, args, req: GraphRequest, model_id: str, frontend: str) -> ModelGraph:
     from perfcast.frontends.torch_frontend import graph_from_module
 
-    return graph_from_module(model, args, model_id=model_id, batch_size=req.batch_size,
+    return graph_from_module(model, args, model_id=model_id, batch_size=req.batch_size or 1,
                              mode=req.mode, precision=req.precision, optimizer=req.optimizer,
                              frontend=frontend)
 
@@ -128,7 +130,7 @@ def _trace(model, args, req: GraphRequest, model_id: str, frontend: str) -> Mode
 def _meta_input(req: GraphRequest, shape: tuple[int, ...]):
     import torch
 
-    return torch.empty((req.batch_size, *shape), device="meta")
+    return torch.empty((req.batch_size or 1, *shape), device="meta")
 
 
 def _build_on_meta(factory: Callable[[], object], what: str):
@@ -231,7 +233,7 @@ def _load_onnx(path: str, req: GraphRequest) -> ModelGraph:
 def _load_hf(spec: str, req: GraphRequest) -> ModelGraph:
     from perfcast.frontends.hf import load_hf
 
-    wrapper, args, model_id = load_hf(spec, req.batch_size, req.seq_len, req.mode)
+    wrapper, args, model_id = load_hf(spec, req.batch_size or 1, req.seq_len, req.mode)
     return _trace(wrapper, args, req, model_id, "hf")
 
 

@@ -70,7 +70,7 @@ _add("adaptive_avg_pool", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptiv
 _add("adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
 # elementwise
 _add("add", "add", "add_", "_foreach_add", "add_relu")
-_add("sub", "sub", "sub_", "rsub")
+_add("sub", "sub", "sub_", "rsub", "diff")
 _add("mul", "mul", "mul_", "square")
 _add("div", "div", "div_", "true_divide", "floor_divide")
 _add("pow", "pow", "pow_", "float_power")

@@ -186,6 +186,10 @@ MS_OP_MAP: dict[str, str] = {
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _MS_DOMAIN = "com.microsoft"
 
+#: Ops whose output is a constant when all their inputs are (weight dequantize/cast/transpose).
+_CONST_PASSTHROUGH = frozenset({"Identity", "Cast", "CastLike", "DequantizeLinear", "Transpose",
+                                "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+
 #: For ops whose weight is not input 1: which inputs ``cost`` sees (x, weight[, bias]).
 _COST_INPUTS: dict[str, tuple[int, ...]] = {"QLinearConv": (0, 3, 8), "QLinearMatMul": (0, 3)}
 
@@ -223,8 +227,8 @@ def _vi_tensor(vi: ValueInfoProto) -> _Tensor:
     tt = vi.type.tensor_type
     shape: Shape | None = None
     if tt.HasField("shape"):
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        shape = None if any(d is None for d in dims) else tuple(int(d) for d in dims)  # type: ignore[arg-type]
+        if all(d.HasField("dim_value") for d in tt.shape.dim):
+            shape = tuple(int(d.dim_value) for d in tt.shape.dim)
     return _Tensor(shape, _dtype_name(tt.elem_type), tt.elem_type)
 
 
@@ -239,6 +243,7 @@ class _Ctx:
     tensors: dict[str, _Tensor] = field(default_factory=dict)
     initializers: dict[str, TensorProto] = field(default_factory=dict)
     constants: dict[str, TensorProto] = field(default_factory=dict)  # Constant-node outputs
+    derived: set[str] = field(default_factory=set)  # computed from constants only (e.g. QDQ)
     base_dir: str = ""
     opset: int = 0
 
@@ -246,15 +251,21 @@ class _Ctx:
         return self.tensors.get(name, _UNKNOWN) if name else _UNKNOWN
 
     def is_const(self, name: str) -> bool:
-        return bool(name) and (name in self.initializers or name in self.constants)
+        return bool(name) and (name in self.initializers or name in self.constants
+                               or name in self.derived)
 
     def value(self, name: str, max_numel: int = 64) -> list[float] | None:
         """Values of a small constant tensor (reads at most ``max_numel`` external elements)."""
-        t = self.initializers.get(name) or self.constants.get(name)
+        t = self.initializers.get(name)
+        if t is None:
+            t = self.constants.get(name)
         if t is None or math.prod(t.dims) > max_numel:
             return None
         try:
             if t.data_location == TensorProto.EXTERNAL:
+                info = {e.key: e.value for e in t.external_data}
+                if int(info.get("length", "-1")) not in range(0, 16 * max_numel + 1):
+                    return None  # never read an unbounded slice of a data file
                 t2 = TensorProto()
                 t2.CopyFrom(t)
                 external_data_helper.load_external_data_for_tensor(t2, self.base_dir)
@@ -380,8 +391,8 @@ def _bind_batch(graph: GraphProto, batch_size: int | None) -> tuple[int, list[Sh
         name, n = next(((nm, v) for nm, v in fixed if v != batch_size), (None, None))
         if name is not None:
             raise ModelSpecError(
-                f"model has a fixed batch {n} (input {name!r}); use batch_size={n} or "
-                f"re-export the model with a dynamic batch dimension")
+                f"model has a fixed batch {n} (input {name!r}), not {batch_size}: use batch "
+                f"size {n} (--batch-size {n}) or re-export with a dynamic batch dimension")
     batch = batch_size if batch_size is not None else (fixed[0][1] if fixed and not to_bind else 1)
     for d in to_bind:
         d.dim_value = batch
@@ -423,6 +434,90 @@ def _infer_shapes(model: ModelProto, path: Path) -> tuple[ModelProto, str]:
     raise TraceError(f"ONNX shape inference failed for {path}: {errors[-1].splitlines()[0]}")
 
 
+#: Contrib ops whose output 0 has the shape and dtype of input 0 (ONNX cannot infer them).
+_SAME_SHAPE_CONTRIB = frozenset({
+    "FastGelu", "BiasGelu", "Gelu", "QuickGelu", "BiasAdd", "BiasSoftmax", "BiasDropout",
+    "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+    "SimplifiedLayerNormalization", "RotaryEmbedding"})
+
+
+def _contrib_output_shape(node: NodeProto, known: dict[str, _Tensor]) -> Shape | None:
+    """Output-0 shape of a ``com.microsoft`` op from its input shapes (None if unknown)."""
+    def get(i: int) -> Shape | None:
+        return known.get(node.input[i], _UNKNOWN).shape if i < len(node.input) else None
+
+    raw = _attrs(node)
+    x = get(0)
+    if x is None:
+        return None
+    op = node.op_type
+    if op in _SAME_SHAPE_CONTRIB:
+        return x
+    if op == "Attention" and len(x) == 3:
+        w = get(1)
+        sizes = raw.get("qkv_hidden_sizes")
+        v = sizes[2] if sizes else (w[1] // 3 if w and len(w) == 2 else None)
+        return (x[0], x[1], int(v)) if v else None
+    if op in ("MultiHeadAttention", "DecoderMaskedMultiHeadAttention"):
+        v = get(2)
+        if len(x) == 5:  # packed QKV [B, S, N, 3, H]
+            return (x[0], x[1], x[2] * x[4])
+        if len(x) == 3 and v is not None and len(v) == 3:
+            return (x[0], x[1], v[2])
+        if len(x) == 3 and v is not None and len(v) == 4:
+            return (x[0], x[1], v[1] * v[3])
+        return x if len(x) == 3 else None
+    if op == "GroupQueryAttention" and len(x) == 3:
+        heads, kv_heads = int(raw.get("num_heads", 0)), int(raw.get("kv_num_heads", 0))
+        k = get(1) if len(node.input) > 1 and node.input[1] else None
+        if k is None and heads and kv_heads:  # packed QKV
+            return (x[0], x[1], x[2] * heads // (heads + 2 * kv_heads))
+        return x
+    if op == "MatMulNBits" and "N" in raw:
+        return (*x[:-1], int(raw["N"]))
+    return None
+
+
+def _propagate_contrib_shapes(model: ModelProto, max_passes: int = 64) -> ModelProto:
+    """Give ONNX Runtime contrib ops output shapes and re-run inference until nothing changes."""
+    def contrib_nodes(g: GraphProto) -> list[NodeProto]:
+        return [n for n in g.node if n.domain == _MS_DOMAIN
+                or (n.domain in _DEFAULT_DOMAINS and n.op_type in _SAME_SHAPE_CONTRIB)]
+
+    g = model.graph
+    contrib = contrib_nodes(g)
+    for _ in range(max_passes if contrib else 0):
+        known = {t.name: _init_tensor(t) for t in g.initializer}
+        known.update((vi.name, _vi_tensor(vi)) for vi in list(g.input) + list(g.value_info)
+                     + list(g.output))
+        outputs = {vi.name: vi for vi in g.output}
+        added = 0
+        for n in contrib:
+            out = n.output[0] if n.output else ""
+            if not out or known.get(out, _UNKNOWN).shape is not None:
+                continue
+            shape = _contrib_output_shape(n, known)
+            x = known.get(n.input[0], _UNKNOWN) if n.input else _UNKNOWN
+            if shape is None or not x.elem_type:
+                continue
+            vi = onnx.helper.make_tensor_value_info(out, x.elem_type, list(shape))
+            if out in outputs:
+                outputs[out].type.CopyFrom(vi.type)
+            else:
+                g.value_info.append(vi)
+            known[out] = _vi_tensor(vi)
+            added += 1
+        if not added:
+            break
+        try:
+            model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:  # keep what we have; later nodes stay unknown
+            break
+        g = model.graph
+        contrib = contrib_nodes(g)
+    return model
+
+
 # ---------------------------------------------------------------------------------- per node
 
 
@@ -451,7 +546,8 @@ def _conv_attrs(node: NodeProto, raw: dict[str, Any], x: _Tensor, w: _Tensor,
     return op, attrs
 
 
-def _dense(node: NodeProto, raw: dict[str, Any], ctx: _Ctx, idx: Sequence[int]) -> tuple[str, dict[str, Any]]:
+def _dense(node: NodeProto, raw: dict[str, Any], ctx: _Ctx,
+           idx: Sequence[int]) -> tuple[str, dict[str, Any]]:
     ins = list(node.input)
     a_name = ins[idx[0]] if len(ins) > idx[0] else ""
     b_name = ins[idx[1]] if len(ins) > idx[1] else ""
@@ -503,7 +599,8 @@ def _attention_shapes(q: Shape, k: Shape, v: Shape, q_heads: int, kv_heads: int)
     return [q, k, v]
 
 
-def _recurrent_macs(node: NodeProto, raw: dict[str, Any], ctx: _Ctx) -> tuple[float, dict[str, Any]]:
+def _recurrent_macs(node: NodeProto, raw: dict[str, Any],
+                    ctx: _Ctx) -> tuple[float, dict[str, Any]]:
     """MACs of LSTM/GRU/RNN: seq·batch·dirs·gates·hidden·(input + hidden)."""
     gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[node.op_type]
     x = ctx.get(node.input[0]).shape
@@ -567,10 +664,9 @@ def _resolve(node: NodeProto, raw: dict[str, Any], ctx: _Ctx) -> tuple[str, dict
     ins = list(node.input)
     attrs: dict[str, Any] = {}
     if mapped in (_CONV, _CONVT):
-        idx = _COST_INPUTS.get(node.op_type, (0, 1, 2))
-        get = lambda i: ctx.get(ins[i]) if i < len(ins) else _UNKNOWN  # noqa: E731
-        has_bias = len(ins) > idx[2] and bool(ins[idx[2]])
-        return _conv_attrs(node, raw, get(idx[0]), get(idx[1]), has_bias)
+        x_i, w_i, b_i = _COST_INPUTS.get(node.op_type, (0, 1, 2))
+        x, w = (ctx.get(ins[i]) if i < len(ins) else _UNKNOWN for i in (x_i, w_i))
+        return _conv_attrs(node, raw, x, w, has_bias=len(ins) > b_i and bool(ins[b_i]))
     if mapped == _DENSE:
         return _dense(node, raw, ctx, _COST_INPUTS.get(node.op_type, (0, 1)))
     if mapped in (_MAXPOOL, _AVGPOOL) or mapped == "lp_pool":
@@ -666,6 +762,7 @@ def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
             pass
     batch, input_shapes, unresolved = _bind_batch(model.graph, batch_size)
     model, inference = _infer_shapes(model, path)
+    model = _propagate_contrib_shapes(model)
     g = model.graph
 
     ctx = _Ctx(base_dir=str(path.parent), opset=opset)
@@ -688,6 +785,11 @@ def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
                     if ctx.get(n.output[0]).shape is None:
                         ctx.tensors[n.output[0]] = _init_tensor(a.t)
 
+    for n in g.node:  # e.g. MatMul(x, DequantizeLinear(int8 weight)) is still a linear layer
+        if (n.op_type in _CONST_PASSTHROUGH and n.domain in _DEFAULT_DOMAINS and n.input
+                and all(ctx.is_const(x) for x in n.input if x)):
+            ctx.derived.update(o for o in n.output if o)
+
     # parameters: floating initializers, each counted once (subgraph initializers included)
     def is_param(name: str) -> bool:
         t = ctx.tensors.get(name)
@@ -708,7 +810,6 @@ def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
     unmapped: set[str] = set()
     seen_names: set[str] = set()
     subgraph_nodes = 0
-    inner_seen: set[int] = set()
     for i, n in enumerate(g.node):
         raw = _attrs(n)
         target = n.op_type if n.domain in _DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}"
@@ -738,21 +839,16 @@ def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
             implicit += free
             inner_params += [t for t in inits if _dtype_name(t.data_type) in FLOAT_DTYPES]
             subgraph_nodes += count
-        for t in inner_params:  # body-local initializers: parameters of the model too
-            if id(t) not in inner_seen:
-                inner_seen.add(id(t))
-                total_params += math.prod(t.dims)
-                total_param_bytes += _nbytes(tuple(t.dims), _dtype_name(t.data_type), t.data_type)
         if implicit or inner_params:
             attrs["subgraph"] = True
+        inner = [_init_tensor(t) for t in inner_params]  # body-local: parameters of the model too
+        total_params += sum(math.prod(t.shape or ()) for t in inner)
+        total_param_bytes += sum(t.nbytes for t in inner)
 
         consumed = _dedup(list(n.input) + implicit)
-        params = [x for x in consumed if is_param(x)]
-        n_params = sum(math.prod(ctx.tensors[x].shape or ()) for x in params)
-        n_params += sum(math.prod(t.dims) for t in inner_params)
-        p_bytes = sum(ctx.tensors[x].nbytes for x in params)
-        p_bytes += sum(_nbytes(tuple(t.dims), _dtype_name(t.data_type), t.data_type)
-                       for t in inner_params)
+        params = [ctx.tensors[x] for x in consumed if is_param(x)] + inner
+        n_params = sum(math.prod(t.shape or ()) for t in params)
+        p_bytes = sum(t.nbytes for t in params)
 
         if not _cost_known(n, op, ins, outs, attrs):
             attrs["shape_unknown"] = True

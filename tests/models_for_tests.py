@@ -1,0 +1,8 @@
+"""Tiny models used by tests through the ``module.path:callable`` spec."""
+
+from torch import nn
+
+
+def tiny_cnn() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 2))
