@@ -20,6 +20,7 @@ folded into their consumer, as ONNX folds them into ``Gemm``.
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 import warnings
 from collections.abc import Iterable
@@ -39,7 +40,7 @@ _OPTIMIZER_OP = {"sgd": "sgd_update", "sgd-momentum": "sgd_momentum_update",
                  "adam": "adam_update", "adamw": "adamw_update"}
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 
-_PASS_THROUGH = {"alias", "detach", "lift_fresh", "_assert_tensor_metadata", "_assert_async",
+_PASS_THROUGH = {"alias", "detach", "detach_", "lift_fresh", "_assert_tensor_metadata", "_assert_async",
                  "_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range",
                  "_functional_assert_async", "_functional_sym_constrain_range",
                  "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "dropout_identity"}
@@ -188,7 +189,8 @@ def graph_from_module(module: nn.Module, args: tuple, kwargs: dict | None = None
             warnings.simplefilter("ignore")
             ep = torch.export.export(step, fargs, strict=False)
             if mode == "infer":
-                ep = ep.run_decompositions({})
+                if precision == "amp":  # autocast's casts only appear once decomposed
+                    ep = ep.run_decompositions({})
                 gm = ep.graph_module
                 sig = ep.graph_signature
                 param_inputs = {s.arg.name: s.target for s in sig.input_specs
@@ -314,12 +316,12 @@ def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> 
 def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict[str, str],
              roots: set[str], mode: str, optimizer: str) -> ModelGraph:
     fx_nodes = list(gm.graph.nodes)
-    # src[name] = (node index or None, is_param, param_name, tensor info)
-    index_of: dict[str, int] = {}          # fx name -> ModelGraph node index
-    alias_of: dict[str, str] = {}          # fx name -> fx name it passes through to
-    param_of: dict[str, str] = {}          # fx name -> parameter name (placeholders and weight views)
+    index_of: dict[str, int] = {}          # qualified fx name -> ModelGraph node index
+    alias_of: dict[str, str] = {}          # qualified fx name -> name it passes through to
+    param_of: dict[str, str] = {}          # qualified fx name -> parameter name
+    hop_outputs: dict[str, list[str]] = {}  # higher-order op -> qualified names of its outputs
     nodes: list[Node] = []
-    fx_by_index: list[torch.fx.Node] = []
+    fx_by_index: list[tuple[torch.fx.Node, str]] = []  # (fx node, name prefix of its graph)
     unmapped: set[str] = set()
 
     def resolve(name: str) -> str:
@@ -327,58 +329,90 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
             name = alias_of[name]
         return name
 
-    for n in fx_nodes:
-        if n.op == "placeholder":
-            if n.name in param_inputs:
-                param_of[n.name] = param_inputs[n.name]
-            continue
-        if n.op != "call_function":
-            continue
-        if n.target is operator.getitem:
-            alias_of[n.name] = n.args[0].name
-            continue
-        base = aten_map.aten_base_name(n.target)
-        ins = _flat_nodes(list(n.args) + list(n.kwargs.values()))
-        if base in _PASS_THROUGH or (base.startswith("sym_") or base.startswith("_assert")):
-            if ins:
-                alias_of[n.name] = ins[0].name
-            continue
-        in_resolved = [resolve(x.name) for x in ins]
-        if base in _WEIGHT_VIEWS and ins and all(r in param_of for r in in_resolved):
-            param_of[n.name] = param_of[in_resolved[0]]
-            continue
-        in_shapes, in_dtypes = [], []
-        for x in ins:
-            info = _tensor_info(x.meta.get("val"))
-            if info:
-                in_shapes.append(info[0][0])
-                in_dtypes.append(info[0][1])
-        out = _tensor_info(n.meta.get("val"))
-        attrs: dict[str, Any] = {}
-        op = _canonical(base, n, in_shapes, attrs)
-        target = str(n.target)
-        if op is None:
-            op = "other"
-            unmapped.add(target)
-        params = 0
-        pbytes = 0
-        seen_params: set[str] = set()
-        for x, r in zip(ins, in_resolved):
-            if r in param_of and param_of[r] not in seen_params:
-                seen_params.add(param_of[r])
+    def walk(graph_nodes: list[torch.fx.Node], owner: torch.fx.GraphModule, prefix: str,
+             operands: list[str] | None) -> list[str]:
+        """Convert one FX graph; ``operands`` bind a subgraph's placeholders. Returns outputs."""
+        placeholder_i = 0
+        outputs: list[str] = []
+        for n in graph_nodes:
+            q = prefix + n.name
+            if n.op == "placeholder":
+                if operands is not None:
+                    if placeholder_i < len(operands):
+                        alias_of[q] = operands[placeholder_i]
+                    placeholder_i += 1
+                elif n.name in param_inputs:
+                    param_of[q] = param_inputs[n.name]
+                continue
+            if n.op == "output":
+                outputs = [prefix + x.name for x in _flat_nodes(n.args)]
+                continue
+            if n.op != "call_function":
+                continue
+            if n.target is operator.getitem:
+                src = prefix + n.args[0].name
+                idx = n.args[1] if len(n.args) > 1 else 0
+                if src in hop_outputs and isinstance(idx, int) and idx < len(hop_outputs[src]):
+                    alias_of[q] = hop_outputs[src][idx]
+                else:
+                    alias_of[q] = src
+                continue
+            sub = next((getattr(owner, a.target) for a in n.args
+                        if isinstance(a, torch.fx.Node) and a.op == "get_attr"
+                        and isinstance(getattr(owner, a.target, None), torch.fx.GraphModule)),
+                       None)
+            if sub is not None:  # higher-order op (autocast, set_grad_enabled…): inline its body
+                ops_in = [prefix + a.name for a in _flat_nodes(n.args)
+                          if not (a.op == "get_attr" and isinstance(getattr(owner, a.target, None),
+                                                                    torch.fx.GraphModule))]
+                hop_outputs[q] = walk(list(sub.graph.nodes), sub, q + ".", ops_in)
+                continue
+            base = aten_map.aten_base_name(n.target)
+            ins = _flat_nodes(list(n.args) + list(n.kwargs.values()))
+            if base in _PASS_THROUGH or base.startswith(("sym_", "_assert")) or (
+                    base in ("dropout", "feature_dropout", "alpha_dropout")
+                    and len(n.args) > 2 and n.args[2] is False):
+                if ins:
+                    alias_of[q] = prefix + ins[0].name
+                continue
+            in_resolved = [resolve(prefix + x.name) for x in ins]
+            if base in _WEIGHT_VIEWS and ins and all(r in param_of for r in in_resolved):
+                param_of[q] = param_of[in_resolved[0]]
+                continue
+            in_shapes, in_dtypes = [], []
+            for x in ins:
                 info = _tensor_info(x.meta.get("val"))
                 if info:
-                    from math import prod
-                    params += int(prod(info[0][0])) if info[0][0] else 1
-                    pbytes += info[0][2]
-        flops, macs = cost(op, in_shapes, [o[0] for o in out], attrs)
-        index_of[n.name] = len(nodes)
-        fx_by_index.append(n)
-        nodes.append(Node(
-            name=n.name, op=op, target=target, input_shapes=in_shapes, input_dtypes=in_dtypes,
-            output_shapes=[o[0] for o in out], output_dtypes=[o[1] for o in out],
-            flops=flops, macs=macs, params=params, param_bytes=pbytes,
-            output_bytes=sum(o[2] for o in out), attrs=attrs))
+                    in_shapes.append(info[0][0])
+                    in_dtypes.append(info[0][1])
+            out = _tensor_info(n.meta.get("val"))
+            attrs: dict[str, Any] = {}
+            op = _canonical(base, n, in_shapes, attrs)
+            target = str(n.target)
+            if op is None:
+                op = "other"
+                unmapped.add(target)
+            params = 0
+            pbytes = 0
+            seen_params: set[str] = set()
+            for x, r in zip(ins, in_resolved):
+                if r in param_of and param_of[r] not in seen_params:
+                    seen_params.add(param_of[r])
+                    info = _tensor_info(x.meta.get("val"))
+                    if info:
+                        params += math.prod(info[0][0]) if info[0][0] else 1
+                        pbytes += info[0][2]
+            flops, macs = cost(op, in_shapes, [o[0] for o in out], attrs)
+            index_of[q] = len(nodes)
+            fx_by_index.append((n, prefix))
+            nodes.append(Node(
+                name=q, op=op, target=target, input_shapes=in_shapes, input_dtypes=in_dtypes,
+                output_shapes=[o[0] for o in out], output_dtypes=[o[1] for o in out],
+                flops=flops, macs=macs, params=int(params), param_bytes=pbytes,
+                output_bytes=sum(o[2] for o in out), attrs=attrs))
+        return outputs
+
+    walk(fx_nodes, gm, "", None)
 
     # phases: forward = ancestors of the loss/outputs/buffer updates (train mode only)
     if mode == "train":
@@ -392,15 +426,15 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
             fwd.add(name)
             stack.extend(x.name for x in _flat_nodes(list(by_name[name].args) +
                                                       list(by_name[name].kwargs.values())))
-        for i, fxn in enumerate(fx_by_index):
+        for i, (fxn, _) in enumerate(fx_by_index):
             nodes[i].phase = "forward" if fxn.name in fwd else "backward"
 
     # edges (deduplicated per (src, dst))
     edges: list[Edge] = []
     seen: set[tuple[int, int]] = set()
-    for dst, fxn in enumerate(fx_by_index):
+    for dst, (fxn, prefix) in enumerate(fx_by_index):
         for x in _flat_nodes(list(fxn.args) + list(fxn.kwargs.values())):
-            r = resolve(x.name)
+            r = resolve(prefix + x.name)
             src = index_of.get(r)
             if src is None or (src, dst) in seen:
                 continue
@@ -420,8 +454,7 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
             if not info:
                 continue
             shape, dtype, nbytes = info[0]
-            from math import prod
-            numel = int(prod(shape)) if shape else 1
+            numel = int(math.prod(shape)) if shape else 1
             attrs = {"param": pname, "state_tensors": {"sgd": 0, "sgd-momentum": 1}.get(optimizer, 2)}
             flops, _ = cost(opt_op, [shape, shape], [shape], attrs)
             idx = len(nodes)

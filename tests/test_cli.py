@@ -1,0 +1,71 @@
+"""The command line: JSON keys, one-line errors and exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from perfcast.cli import main
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "perfcast.cli", *args], capture_output=True,
+                          text=True, env=ENV, timeout=300)
+
+
+def test_inspect_json_keys(capsys):
+    assert main(["inspect", "torchvision:resnet18", "--json", "-b", "2"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for k in ("nodes", "edges", "params", "macs", "flops", "activation_bytes", "param_bytes",
+              "op_counts", "unmapped_ops"):
+        assert k in d
+    assert d["batch_size"] == 2 and d["op_counts"]["conv2d"] == 20
+
+
+def test_inspect_human_output(capsys):
+    assert main(["inspect", "torchvision:resnet18", "--mode", "train"]) == 0
+    text = capsys.readouterr().out
+    assert "backward" in text and "parameters" in text
+
+
+def test_devices_json(capsys):
+    assert main(["devices", "--json"]) == 0
+    keys = {d["key"] for d in json.loads(capsys.readouterr().out)}
+    assert {"a100-40gb", "h100-sxm", "rtx4090", "i9-10940x", "cpu"} <= keys
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["inspect", "nosuchmodel_xyz"], "unknown timm model"),
+    (["inspect", "resnet18", "--batch-size", "0"], "batch size"),
+    (["inspect", "resnet18", "--batch-size", "-3"], "batch size"),
+    (["inspect", "resnet18", "--input-size", "3,abc"], "input size"),
+    (["inspect", "resnet18", "--input-size", "3,0,224"], "input size"),
+    (["inspect", "resnet18", "--mode", "fly"], "mode"),
+    (["inspect", "resnet18", "--precision", "int3"], "precision"),
+    (["inspect", "missing/model.onnx"], "file not found"),
+    (["inspect", "hf:no-such-model-anywhere"], "hf"),
+])
+def test_bad_input_one_line_error(args, needle, capsys):
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error:") and needle in err.lower()
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_corrupt_onnx_one_line_error(tmp_path, capsys):
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(os.urandom(256))
+    assert main(["inspect", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "onnx" in err.lower() and len(err.splitlines()) == 1
+
+
+def test_console_script_exit_code():
+    r = run("inspect", "nosuchmodel_xyz")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
