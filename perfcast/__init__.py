@@ -1,0 +1,8 @@
+"""perfcast: forecast deep-learning model performance on hardware before running there."""
+
+from perfcast._version import __version__
+from perfcast.api import load_graph
+from perfcast.errors import PerfcastError
+from perfcast.graph import Edge, GraphMeta, ModelGraph, Node
+
+__all__ = ["__version__", "load_graph", "PerfcastError", "ModelGraph", "Node", "Edge", "GraphMeta"]

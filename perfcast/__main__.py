@@ -1,0 +1,3 @@
+from perfcast.cli import _entry
+
+_entry()

@@ -1,0 +1,40 @@
+"""Python API and the 7B-LLM memory budget."""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import perfcast
+from perfcast.errors import PerfcastError
+
+
+def test_load_graph_from_spec_and_module():
+    g = perfcast.load_graph("torchvision:resnet18", batch_size=2)
+    assert g.meta.batch_size == 2 and g.op_counts()["conv2d"] == 20
+    with torch.device("meta"):
+        m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+    h = perfcast.load_graph(m, input_size=(3, 8, 8), batch_size=3, mode="train")
+    assert h.meta.batch_size == 3 and h.phase_counts()["backward"] > 0
+    with pytest.raises(PerfcastError):
+        perfcast.load_graph(m)
+    with pytest.raises(PerfcastError):
+        perfcast.load_graph(42)
+
+
+def test_llama2_7b_graph_without_network_within_memory_budget():
+    """`perfcast inspect hf:meta-llama/Llama-2-7b-hf --seq-len 2048 --json`: no weights, < 4 GB."""
+    r = subprocess.run([sys.executable, "-m", "perfcast", "inspect", "hf:meta-llama/Llama-2-7b-hf",
+                        "--seq-len", "2048", "--json", "--no-cache"], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    d = json.loads(r.stdout)
+    assert d["params"] == pytest.approx(6.74e9, rel=0.01)
+    assert d["op_counts"]["sdpa"] == 32
+    assert peak_mb < 4096  # max RSS over this and earlier child processes
