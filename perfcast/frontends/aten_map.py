@@ -151,8 +151,8 @@ _add("constant", "full", "zeros", "ones", "empty", "empty_like", "zeros_like", "
      "empty_permuted", "_tensor_constant")
 _add("shape_of", "sym_size", "sym_numel", "sym_stride", "size", "numel")
 _add("embedding", "embedding", "embedding_bag", "_embedding_bag")
-_add("dropout", "dropout", "native_dropout", "bernoulli", "bernoulli_", "feature_dropout",
-     "alpha_dropout")
+_add("dropout", "dropout", "dropout_", "native_dropout", "bernoulli", "bernoulli_",
+     "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_")
 _add("identity", "alias", "detach", "lift", "alias_copy", "detach_copy", "clone_identity")
 _add("loss", "cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss2d_forward",
      "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",

@@ -189,8 +189,13 @@ def graph_from_module(module: nn.Module, args: tuple, kwargs: dict | None = None
             warnings.simplefilter("ignore")
             ep = torch.export.export(step, fargs, strict=False)
             if mode == "infer":
-                if precision == "amp":  # autocast's casts only appear once decomposed
+                # Fast path: the pre-dispatch graph, dead code removed, HOPs inlined by _convert.
+                # Functionalize (slower) when autocast must show its casts or when an in-place op
+                # mutates a view or an input (its data flow is only explicit once functional).
+                if precision == "amp" or _mutates_views(ep.graph_module):
                     ep = ep.run_decompositions({})
+                else:
+                    ep.graph_module.graph.eliminate_dead_code()
                 gm = ep.graph_module
                 sig = ep.graph_signature
                 param_inputs = {s.arg.name: s.target for s in sig.input_specs
@@ -225,6 +230,31 @@ def graph_from_module(module: nn.Module, args: tuple, kwargs: dict | None = None
         unmapped_ops=graph.meta.unmapped_ops,
         total_params=int(total_params), total_param_bytes=int(total_param_bytes))
     return graph
+
+
+_VIEW_BASES = {"slice", "select", "view", "as_strided", "diagonal", "transpose", "permute", "t",
+               "expand", "narrow", "unsqueeze", "squeeze", "unflatten", "flatten", "view_as",
+               "reshape", "alias", "detach", "split", "split_with_sizes", "chunk", "unbind",
+               "tensor_split", "movedim", "swapaxes", "unfold", "real", "imag"}
+
+
+def _mutates_views(gm: torch.fx.GraphModule) -> bool:
+    """True if an in-place op writes to a view, a graph input or a subgraph's tensor."""
+    for mod in gm.modules():
+        if not isinstance(mod, torch.fx.GraphModule):
+            continue
+        for n in mod.graph.nodes:
+            schema = getattr(n.target, "_schema", None)
+            if n.op != "call_function" or schema is None or not schema.is_mutable:
+                continue
+            first = n.args[0] if n.args else None
+            if not isinstance(first, torch.fx.Node):
+                continue
+            src = first.args[0] if first.target is operator.getitem and first.args else first
+            if (first.op == "placeholder" or src.op == "placeholder"
+                    or aten_map.aten_base_name(src.target) in _VIEW_BASES):
+                return True
+    return False
 
 
 # --------------------------------------------------------------------------- FX → ModelGraph
@@ -370,7 +400,8 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
             base = aten_map.aten_base_name(n.target)
             ins = _flat_nodes(list(n.args) + list(n.kwargs.values()))
             if base in _PASS_THROUGH or base.startswith(("sym_", "_assert")) or (
-                    base in ("dropout", "feature_dropout", "alpha_dropout")
+                    base in ("dropout", "dropout_", "feature_dropout", "feature_dropout_",
+                                 "alpha_dropout", "alpha_dropout_")
                     and len(n.args) > 2 and n.args[2] is False):
                 if ins:
                     alias_of[q] = prefix + ins[0].name
