@@ -101,6 +101,154 @@ def devices(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
     out.print(t)
 
 
+def _split_list(text: Optional[str], cast=str) -> list:
+    """``"1,4, 8"`` → ``[1, 4, 8]`` (commas or spaces)."""
+    if not text:
+        return []
+    try:
+        return [cast(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise PerfcastError(f"bad list {text!r}: use comma-separated values like 1,4,8") from None
+
+
+@app.command()
+def collect(
+    models: Optional[str] = typer.Option(None, "--models", "-m",
+                                         help="Space-separated model specs, e.g. 'timm:resnet18 timm:vit_tiny_patch16_224'."),
+    batch_sizes: str = typer.Option("1", "--batch-sizes", help="Comma-separated batch sizes."),
+    input_sizes: Optional[str] = typer.Option(None, "--input-sizes",
+                                              help="Space-separated C,H,W per sample, e.g. '3,128,128 3,160,160'."),
+    seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Comma-separated sequence lengths (hf:)."),
+    modes: str = typer.Option("infer", "--modes", help="Comma-separated: infer,train."),
+    precisions: str = typer.Option("fp32", "--precisions", help="Comma-separated: fp32,amp,bf16."),
+    optimizer: str = typer.Option("sgd-momentum", "--optimizer", help="Train mode optimizer."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="YAML sweep file (instead of the flags above)."),
+    db: str = typer.Option("perfcast-measurements.db", "--db", help="SQLite file or SQLAlchemy URL."),
+    device: str = typer.Option("cpu", "--device", help="Registry key of the local device."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up iterations (default 5)."),
+    iters: Optional[int] = typer.Option(None, "--iters", help="Timed iterations (default 30)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's)."),
+    cpus: Optional[str] = typer.Option(None, "--cpus", help="Pin the measuring process to these CPU ids, e.g. '1'."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per configuration."),
+    cooldown: float = typer.Option(1.0, "--cooldown", help="Seconds of rest between configurations."),
+    memory_limit_mb: Optional[float] = typer.Option(None, "--memory-limit-mb",
+                                                    help="Kill and record OOM above this RSS (MiB)."),
+    repeat: int = typer.Option(0, "--repeat", help="Repeat index (1 = re-measurement for test-retest)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-measure failed rows."),
+    export: Optional[str] = typer.Option(None, "--export", help="Afterwards write all rows to .parquet/.csv."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+):
+    """Measure latency / step time, memory and energy on this machine into a resumable store."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfcast.devices import get_device
+    from perfcast.profiler.collect import CollectSettings, Sweep, load_spec
+    from perfcast.profiler.collect import collect as run_collect
+    from perfcast.store import MeasurementStore
+
+    options: dict = {}
+    if spec:
+        sweeps, options = load_spec(spec)
+    else:
+        if not models:
+            raise PerfcastError("give --models (and sweep flags) or --spec FILE")
+        sweeps = [Sweep(models=models.split(),
+                        batch_sizes=_split_list(batch_sizes, int),
+                        input_sizes=input_sizes.split() if input_sizes else [None],
+                        seq_lens=_split_list(seq_lens, int) or [None],
+                        modes=[m.strip() for m in modes.split(",")],
+                        precisions=[p.strip() for p in precisions.split(",")],
+                        optimizer=optimizer)]
+    device = options.get("device", device)
+    get_device(device)  # unknown device: one-line error
+    threads = options.get("threads", threads)
+    settings = CollectSettings(
+        warmup=warmup if warmup is not None else int(options.get("warmup", 5)),
+        iters=iters if iters is not None else int(options.get("iters", 30)),
+        timeout_s=float(options.get("timeout", timeout)),
+        cooldown_s=float(options.get("cooldown", cooldown)),
+        memory_limit_mb=options.get("memory_limit_mb", memory_limit_mb),
+        cpus=_split_list(cpus, int) or options.get("cpus"),
+        retry_failed=retry_failed,
+        torch_device="cuda" if get_device(device).kind == "gpu" else "cpu")
+    configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
+    store = MeasurementStore(db)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=False, disable=as_json) as prog:
+        task = prog.add_task("measuring", total=None)
+
+        def on_progress(i, n, cfg, m):
+            prog.update(task, total=n, completed=i,
+                        description=f"{cfg.model} b{cfg.batch_size} {cfg.mode}"
+                        + (f" → {m.status}" if m is not None else ""))
+
+        counts = run_collect(store, configs, settings, progress=on_progress)
+    if export:
+        store.export(export)
+    summary = {"db": db, "configs": len(configs), **counts, "rows_in_store": store.count()}
+    if as_json:
+        out.print_json(json.dumps(summary))
+    else:
+        out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+
+
+@app.command()
+def corpus(
+    out_dir: str = typer.Option(..., "--out", help="Corpus directory (graphs/ + index.csv)."),
+    families: Optional[str] = typer.Option(None, "--families",
+                                           help="Comma-separated timm families (default: all)."),
+    variants: Optional[int] = typer.Option(None, "--variants-per-family",
+                                           help="At most this many models per family (spread evenly)."),
+    input_sizes: str = typer.Option("224", "--input-sizes", help="Comma-separated square sides, e.g. 160,192,224."),
+    batch_sizes: str = typer.Option("1", "--batch-sizes", help="Comma-separated batch sizes."),
+    modes: str = typer.Option("infer", "--modes", help="infer, train or infer,train."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Build at most this many new graphs."),
+    timeout: int = typer.Option(300, "--timeout", help="Seconds per graph."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+):
+    """Build an unlabeled graph corpus (graphs only) over timm families, sizes, batches, modes."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfcast.store.corpus import build_corpus, plan
+
+    if workers < 1:
+        raise PerfcastError(f"workers must be ≥ 1, got {workers}")
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    for m in mode_list:
+        if m not in ("infer", "train"):
+            raise PerfcastError(f"unknown mode {m!r}: use infer or train")
+    sizes, batches = _split_list(input_sizes, int), _split_list(batch_sizes, int)
+    if any(v <= 0 for v in sizes + batches):
+        raise PerfcastError("input sizes and batch sizes must be positive")
+    items = plan([f.strip() for f in families.split(",")] if families else None, variants,
+                 sizes, batches, mode_list)
+    if limit is not None:
+        from perfcast.cache import cache_key
+        import csv as _csv
+        from pathlib import Path as _Path
+
+        idx = _Path(out_dir) / "index.csv"
+        done = {r["key"] for r in _csv.DictReader(open(idx))} if idx.exists() else set()
+        items = [it for it in items if cache_key(it.request()) not in done][:limit]
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, disable=as_json) as prog:
+        task = prog.add_task("building graphs", total=None)
+
+        def on_progress(i, n, row):
+            prog.update(task, total=n, completed=i,
+                        description=f"{row['model']} b{row['batch_size']} {row['mode']}"
+                        if row else "building graphs")
+
+        counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout,
+                              progress=on_progress)
+    summary = {"out": out_dir, "planned": len(items), **counts}
+    if as_json:
+        out.print_json(json.dumps(summary))
+    else:
+        out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+
+
 @app.command()
 def version():
     """Print perfcast's version."""
@@ -109,11 +257,23 @@ def version():
     out.print(__version__)
 
 
+def _terminate(signum, frame):  # noqa: ANN001
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, documented exit codes."""
+    import signal
+
     try:
-        app(args=argv, standalone_mode=False)
-        return 0
+        signal.signal(signal.SIGTERM, _terminate)  # `kill` cleans up like Ctrl-C
+    except ValueError:  # not the main thread
+        pass
+    try:
+        rc = app(args=argv, standalone_mode=False)  # typer returns Exit codes (130 on Ctrl-C)
+        if rc == 130:
+            err.print("interrupted", highlight=False)
+        return rc if isinstance(rc, int) else 0
     except PerfcastError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
         return exc.exit_code

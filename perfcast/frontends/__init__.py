@@ -170,14 +170,31 @@ def resolve_timm_name(name: str) -> str:
     raise ModelSpecError(f"unknown timm model {name!r}{hint} (list them with timm.list_models())")
 
 
-def _load_timm(name: str, req: GraphRequest) -> ModelGraph:
+def create_timm_model(name: str, input_size: tuple[int, ...] | None = None):
+    """Random-init timm model (current name) and its per-sample input shape.
+
+    Models with a fixed token grid (ViT, DeiT, Swin, LeViT…) are created with ``img_size`` when
+    the requested input differs from their default; others take any input size. Call inside
+    ``torch.device("meta")`` for a model without weights.
+    """
     import timm
 
     resolved = resolve_timm_name(name)
-    model = _build_on_meta(lambda: timm.create_model(resolved, pretrained=False),
-                           f"timm model {resolved}")
-    cfg = getattr(model, "pretrained_cfg", None) or {}
-    shape = _vision_input(req, tuple(cfg.get("input_size", (3, 224, 224))))
+    cfg = timm.models.get_pretrained_cfg(resolved.split(".")[0])
+    default = tuple(getattr(cfg, "input_size", None) or (3, 224, 224)) if cfg else (3, 224, 224)
+    shape = tuple(input_size) if input_size is not None else default
+    if tuple(shape[1:]) != tuple(default[1:]):
+        try:
+            return timm.create_model(resolved, pretrained=False, img_size=tuple(shape[1:])), shape
+        except TypeError:
+            pass  # the architecture takes any input size
+    return timm.create_model(resolved, pretrained=False), shape
+
+
+def _load_timm(name: str, req: GraphRequest) -> ModelGraph:
+    resolved = resolve_timm_name(name)
+    model, shape = _build_on_meta(lambda: create_timm_model(resolved, req.input_size),
+                                  f"timm model {resolved}")
     return _trace(model, (_meta_input(req, shape),), req, f"timm:{resolved}", "timm")
 
 

@@ -1,0 +1,443 @@
+"""Tensor-memory simulation: the exact peak of live tensor bytes of one inference pass or of a
+training step, computed by running the model under ``FakeTensorMode`` (nothing is allocated).
+
+How
+---
+The model is built on the ``meta`` device (a 7B LLM costs no memory), its parameters and buffers
+become FakeTensors on a fake **CPU** device, and the pass runs eagerly under
+:class:`~torch._subclasses.fake_tensor.FakeTensorMode` with a
+:class:`~perfcast.memory.tracker.LiveTensorTracker` on top, which charges every storage an ATen
+op creates until it is garbage collected. Parameters, buffers and the inputs are live from the
+start. Everything else is what PyTorch really does: autograd saves what it saves, the real
+``torch.optim`` optimizer creates its state lazily, autocast inserts its casts.
+
+The modelled loop (the same as :func:`perfcast.profiler.measure.make_step`)::
+
+    # mode="train"                                  # mode="infer" (model.eval())
+    for step in range(2):                           with torch.no_grad(), autocast:
+        opt.zero_grad(set_to_none=True)                 model(*inputs)
+        with autocast:                              # one pass
+            loss = first_float_output(model(*inputs)).float().mean()
+        loss.backward()
+        opt.step()
+
+Gradients are freed by ``zero_grad`` at the start of the next step. Two steps are run and the
+reported peak is the maximum over both, i.e. the **steady-state** peak of a training run: from
+the second step on, the optimizer state created lazily in the first ``opt.step()`` is live during
+forward and backward too (the first step alone underestimates it by the state size when the peak
+is in backward). ``first_step_peak_mb`` is also reported. ``loss="cross-entropy"`` replaces the
+mean by ``F.cross_entropy`` on the last dimension (what timm and HF training do; differs only by
+the ``[N, classes]`` log-softmax and its gradient).
+
+The optimizer is PyTorch's: ``SGD(lr=1e-3)``, ``SGD(lr=1e-3, momentum=0.9)`` (``sgd-momentum``),
+``Adam(lr=1e-4)``, ``AdamW(lr=1e-4)``. ``foreach=None`` uses the multi-tensor (foreach)
+implementation — PyTorch's default for CUDA parameters — whose Adam step holds one extra
+parameter-sized temporary (``exp_avg_sq.sqrt()`` for all tensors at once) and which holds the
+whole grad list; ``foreach=False`` is the per-tensor loop PyTorch uses by default on CPU.
+
+Precision: ``fp32``; ``amp`` = ``torch.autocast(fp16)`` with **CUDA's autocast op lists**
+emulated on the CPU autocast key (:mod:`perfcast.memory.autocast_rules`; ``autocast_rules="cpu"``
+keeps CPU autocast's own lists), fp32 master weights, gradients and optimizer state (a
+``GradScaler`` only adds a few scalars, not simulated); ``fp16``/``bf16`` = the whole model and
+inputs cast (pure low-precision training: fp16 grads and optimizer state).
+
+What differs from a real CUDA run (what a learned memory predictor must add)
+---------------------------------------------------------------------------
+``tensor_peak_mb`` corresponds to ``torch.cuda.max_memory_allocated()`` *before* allocator
+rounding. ``nvidia-smi`` / NVML used memory additionally includes:
+
+* the **CUDA context** (driver, kernels' code, cuBLAS/cuDNN handles): ~300–500 MB on recent
+  GPUs/drivers (more with many loaded kernel libraries; lazy module loading lowers it);
+* **caching-allocator rounding**: every block is rounded up to 512 B; small (≤ 1 MB) requests come
+  from 2 MB segments, larger ones from 20 MB segments or their own ``cudaMalloc`` rounded to 2 MB;
+  *reserved* memory (what ``nvidia-smi`` sees) exceeds *allocated* by the cached free blocks and
+  **fragmentation** (split blocks that cannot be reused for a larger request), typically 5–30 %;
+* **cuDNN / cuBLAS workspaces**: convolution algorithms chosen by benchmarking may use up to
+  hundreds of MB of workspace, cuBLAS keeps a workspace per handle/stream (a few MB, more for
+  cuBLASLt), and these are allocated through the caching allocator so they raise the peak;
+* **kernel temporaries** not visible as op outputs (reduction buffers, sort/top-k scratch,
+  ``cudnn`` batch-norm reserve space, fused-kernel scratch) and different kernel choices than
+  on CPU (e.g. cuDNN batch-norm saves different statistics tensors, flash vs. memory-efficient
+  SDPA save different logsumexp layouts) — small differences in saved tensors;
+* memory held by other processes, NCCL buffers, pinned host memory (not on the GPU).
+
+Units: all ``*_mb`` values are MiB (2**20 bytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from perfcast.errors import ModelSpecError, PerfcastError, TraceError
+
+__all__ = ["MemoryEstimate", "simulate_memory", "build_model_on_meta", "make_optimizer",
+           "run_training_steps", "run_inference", "MODES", "PRECISIONS", "OPTIMIZERS"]
+
+MODES = ("infer", "train")
+PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+LOSSES = ("mean", "cross-entropy")
+MiB = float(2**20)
+
+
+@dataclass
+class MemoryEstimate:
+    """Result of :func:`simulate_memory`. Every ``*_mb`` is MiB (2**20 bytes)."""
+
+    model: str
+    mode: str
+    precision: str
+    optimizer: str | None
+    batch_size: int
+    input_shape: list[int]
+    tensor_peak_mb: float
+    param_mb: float
+    buffer_mb: float
+    grad_mb: float
+    optimizer_state_mb: float
+    input_mb: float
+    activation_peak_mb: float
+    phase_peaks_mb: dict[str, float]
+    peak_phase: str | None
+    first_step_peak_mb: float | None
+    total_params: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; keys as the ``perfcast memory --json`` output."""
+        d = asdict(self)
+        d["units"] = "MiB (2**20 bytes)"
+        return d
+
+
+# --------------------------------------------------------------------------- building
+def _input_size(input_size: Any) -> tuple[int, ...] | None:
+    from perfcast.frontends import parse_input_size
+
+    if input_size is None:
+        return None
+    if isinstance(input_size, int):
+        return (3, input_size, input_size)
+    if isinstance(input_size, str):
+        return parse_input_size(input_size)
+    dims = tuple(int(d) for d in input_size)
+    if not dims or any(d <= 0 for d in dims):
+        raise PerfcastError(f"input size must be positive dimensions like 3,224,224, "
+                            f"got {input_size}")
+    return dims
+
+
+def build_model_on_meta(spec: str, *, batch_size: int = 1, input_size: Any = None,
+                        seq_len: int | None = None, mode: str = "train"):
+    """``(model, example args on meta, model_id, notes)`` for a model spec (no weights)."""
+    import torch
+    from torch import nn
+
+    from perfcast import frontends as fe
+
+    kind, rest = fe.split_spec(spec)
+    shape = _input_size(input_size)
+    notes: list[str] = []
+
+    def meta_input(default: tuple[int, ...]):
+        s = shape if shape is not None else tuple(default)
+        return (torch.empty((batch_size, *s), device="meta"),)
+
+    if kind == "timm":
+        import timm
+
+        resolved = fe.resolve_timm_name(rest)
+        model = fe._build_on_meta(lambda: timm.create_model(resolved, pretrained=False),
+                                  f"timm model {resolved}")
+        cfg = getattr(model, "pretrained_cfg", None) or {}
+        args = meta_input(tuple(cfg.get("input_size", (3, 224, 224))))
+        model_id = f"timm:{resolved}"
+    elif kind in ("torchvision", "tv"):
+        import torchvision
+
+        try:
+            torchvision.models.get_model_builder(rest)
+        except ValueError:
+            raise ModelSpecError(f"unknown torchvision model {rest!r}") from None
+        kwargs: dict[str, Any] = {"weights": None}
+        if rest.startswith("inception") or rest == "googlenet":
+            kwargs.update(init_weights=False, aux_logits=False)
+        model = fe._build_on_meta(lambda: torchvision.models.get_model(rest, **kwargs),
+                                  f"torchvision model {rest}")
+        args = meta_input((3, 299, 299) if rest.startswith("inception") else (3, 224, 224))
+        model_id = f"torchvision:{rest}"
+    elif kind == "hf":
+        from perfcast.frontends.hf import load_hf
+
+        model, args, model_id = load_hf(rest, batch_size, seq_len, mode)
+        model_id = f"hf:{model_id}"
+    elif kind == "module":
+        import importlib
+
+        mod_name, _, attr = rest.partition(":")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise ModelSpecError(f"cannot import {mod_name!r} for model spec {spec!r}: "
+                                 f"{exc}") from None
+        fn = getattr(mod, attr, None)
+        if fn is None:
+            raise ModelSpecError(f"module {mod_name!r} has no attribute {attr!r}")
+        model = fn if isinstance(fn, nn.Module) else fe._build_on_meta(fn, spec)
+        if not isinstance(model, nn.Module):
+            raise ModelSpecError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
+        args = meta_input((3, 224, 224))
+        model_id = rest
+    elif kind == "onnx":
+        raise PerfcastError("memory simulation needs the PyTorch model (timm:, torchvision:, "
+                            "hf: or module:callable), not an ONNX file")
+    else:  # a frontend registered later
+        raise PerfcastError(f"memory simulation does not support {kind}: specs yet")
+    if any(p.device.type != "meta" for p in model.parameters()):
+        notes.append("the model could not be built on meta; it was initialised on CPU first")
+    return model, tuple(args), model_id, notes
+
+
+def make_optimizer(name: str, params, foreach: bool | None = None):
+    """The torch.optim optimizer of the simulation and of :mod:`perfcast.profiler` runs."""
+    import torch
+
+    kw = {} if foreach is None else {"foreach": foreach}
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, **kw)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **kw)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, **kw)
+    raise PerfcastError(f"unknown optimizer {name!r}: use {', '.join(OPTIMIZERS)}")
+
+
+# --------------------------------------------------------------------------- the passes
+def _first_float(out: Any):
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in ("logits", "last_hidden_state"):
+        v = getattr(out, key, None)
+        if isinstance(v, torch.Tensor):
+            return v
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        for v in out:
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                return v
+    raise TraceError("the model output has no floating-point tensor to compute a loss from")
+
+
+def _loss(out: Any, loss: str):
+    import torch
+    import torch.nn.functional as F
+
+    t = _first_float(out)
+    if loss == "cross-entropy" and t.dim() >= 2:
+        logits = t.flatten(0, -2) if t.dim() > 2 else t
+        target = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
+        return F.cross_entropy(logits, target)
+    return t.float().mean()
+
+
+def _autocast(precision: str, device_type: str, rules: str):
+    import torch
+
+    if precision != "amp":
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    if rules == "cuda" and device_type == "cpu":
+        from perfcast.memory.autocast_rules import cuda_autocast_rules
+
+        stack.enter_context(cuda_autocast_rules())
+    stack.enter_context(torch.autocast(device_type, dtype=torch.float16))
+    return stack
+
+
+def _phase(tracker, name: str):
+    return contextlib.nullcontext() if tracker is None else tracker.phase(name)
+
+
+def run_training_steps(model, args: tuple, opt, tracker=None, *, precision: str = "fp32",
+                       steps: int = 2, loss: str = "mean", autocast_rules: str = "cuda",
+                       device_type: str = "cpu") -> list[int | None]:
+    """Run ``steps`` iterations of the modelled training loop; return the peak after each.
+
+    Shared by the simulation (fake tensors) and the CPU validation (real tensors) so that both
+    run exactly the same Python code. ``tracker`` (a :class:`LiveTensorTracker`, already
+    entered) only labels the phases; ``None`` runs the loop unlabelled.
+    """
+    peaks: list[int | None] = []
+    for _ in range(steps):
+        with _phase(tracker, "zero_grad"):
+            opt.zero_grad(set_to_none=True)
+        with _phase(tracker, "forward"), _autocast(precision, device_type, autocast_rules):
+            value = _loss(model(*args), loss)
+        with _phase(tracker, "backward"):
+            value.backward()
+        with _phase(tracker, "optimizer"):
+            opt.step()
+        del value
+        peaks.append(None if tracker is None else int(tracker.peak_bytes))
+    return peaks
+
+
+def run_inference(model, args: tuple, tracker=None, *, precision: str = "fp32",
+                  autocast_rules: str = "cuda", device_type: str = "cpu") -> None:
+    """One ``no_grad`` forward pass (the output is dropped)."""
+    import torch
+
+    with _phase(tracker, "forward"), torch.no_grad(), \
+            _autocast(precision, device_type, autocast_rules):
+        out = model(*args)
+    del out
+
+
+def _storage_bytes(tensors) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            continue
+        seen[id(st)] = st.nbytes()
+    return sum(seen.values())
+
+
+# --------------------------------------------------------------------------- public entry
+def simulate_memory(spec: str, *, batch_size: int = 1, input_size: Any = None,
+                    seq_len: int | None = None, mode: str = "train", precision: str = "fp32",
+                    optimizer: str = "sgd-momentum", foreach: bool | None = None,
+                    loss: str = "mean", steps: int | None = None,
+                    autocast_rules: str = "cuda") -> MemoryEstimate:
+    """Simulate the peak live tensor memory of ``spec`` (see the module docstring).
+
+    ``spec``: ``timm:name`` / ``name``, ``torchvision:name``, ``hf:id`` or ``module:callable``.
+    ``input_size``: per-sample shape ``(3, H, W)``, ``"3,224,224"`` or an int ``H`` (vision;
+    default: the model's default); ``seq_len`` for ``hf:`` models (default 128).
+    ``mode``: ``"train"`` (two steps of the modelled loop, steady-state peak) or ``"infer"``.
+    ``precision``: ``fp32``, ``amp`` (fp16 autocast with CUDA's op lists), ``fp16``, ``bf16``.
+    ``optimizer``: ``sgd``, ``sgd-momentum``, ``adam``, ``adamw`` (train only).
+    ``foreach``: optimizer implementation; ``None`` = PyTorch's CUDA default (multi-tensor).
+    ``loss``: ``"mean"`` (as the profiler) or ``"cross-entropy"``.
+
+    Raises :class:`~perfcast.errors.ModelSpecError` for an unknown model and
+    :class:`~perfcast.errors.TraceError` when the model cannot run under FakeTensor.
+    """
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from perfcast.frontends.torch_frontend import _Fakeifier
+    from perfcast.memory.tracker import LiveTensorTracker
+
+    t0 = time.perf_counter()
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
+    if mode not in MODES:
+        raise PerfcastError(f"unknown mode {mode!r}: use infer or train")
+    if precision not in PRECISIONS:
+        raise PerfcastError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
+    if optimizer not in OPTIMIZERS:
+        raise PerfcastError(f"unknown optimizer {optimizer!r}: use {', '.join(OPTIMIZERS)}")
+    if loss not in LOSSES:
+        raise PerfcastError(f"unknown loss {loss!r}: use {', '.join(LOSSES)}")
+    if autocast_rules not in ("cuda", "cpu"):
+        raise PerfcastError("autocast_rules must be 'cuda' or 'cpu'")
+    if seq_len is not None and seq_len <= 0:
+        raise PerfcastError(f"sequence length must be positive, got {seq_len}")
+    train = mode == "train"
+    steps = (2 if train else 1) if steps is None else int(steps)
+    if steps < 1:
+        raise PerfcastError("steps must be ≥ 1")
+
+    model, args, model_id, notes = build_model_on_meta(
+        spec, batch_size=batch_size, input_size=input_size, seq_len=seq_len, mode=mode)
+    if precision in ("fp16", "bf16"):
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        model = model.to(dtype)
+        args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+    model.train(train)
+
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fakeify = _Fakeifier(fake_mode)
+    fakeify.module(model)
+    fargs = tuple(fakeify(a) for a in args)
+    params = list(model.parameters())
+    tracker = LiveTensorTracker()
+    tracker.register(params, "param")
+    tracker.register(list(model.buffers()), "buffer")
+    tracker.register(list(fargs), "input")
+
+    first_peak = None
+    opt = None
+    try:
+        with fake_mode, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if train:
+                opt = make_optimizer(optimizer, params, foreach=True if foreach is None
+                                     else foreach)
+                with tracker:
+                    peaks = run_training_steps(model, fargs, opt, tracker, precision=precision,
+                                               steps=steps, loss=loss,
+                                               autocast_rules=autocast_rules)
+                first_peak = peaks[0]
+            else:
+                with tracker:
+                    for _ in range(steps):
+                        run_inference(model, fargs, tracker, precision=precision,
+                                      autocast_rules=autocast_rules)
+    except PerfcastError:
+        raise
+    except Exception as exc:  # torch raises many exception types under FakeTensor
+        msg = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise TraceError(f"could not simulate {model_id} under FakeTensor: "
+                         f"{type(exc).__name__}: {msg}") from exc
+
+    param_b = _storage_bytes(params)
+    buffer_b = _storage_bytes(list(model.buffers()))
+    grad_b = _storage_bytes([p.grad for p in params if p.grad is not None]) if train else 0
+    state_b = 0
+    if opt is not None:
+        state_b = _storage_bytes([v for s in opt.state.values() for v in s.values()
+                                  if isinstance(v, torch.Tensor)])
+    input_b = _storage_bytes(list(fargs))
+    peak = int(tracker.peak_bytes)
+    persistent = param_b + buffer_b + grad_b + state_b
+
+    if train:
+        notes.append(f"steady-state peak over {steps} training step(s) of the loop zero_grad → "
+                     f"forward+{loss} loss → backward → {optimizer} step "
+                     f"({'foreach' if foreach in (None, True) else 'per-tensor'} "
+                     f"implementation)")
+    else:
+        notes.append("one torch.no_grad() forward pass in eval mode")
+    if precision == "amp":
+        notes.append("amp: fp16 autocast with CUDA's op lists emulated on CPU autocast"
+                     if autocast_rules == "cuda" else "amp: fp16 autocast with CPU's op lists")
+    notes.append("live tensor bytes only: excludes the CUDA context, caching-allocator rounding "
+                 "and fragmentation, cuDNN/cuBLAS workspaces and kernel-internal temporaries")
+
+    est = MemoryEstimate(
+        model=model_id, mode=mode, precision=precision,
+        optimizer=optimizer if train else None, batch_size=batch_size,
+        input_shape=[int(d) for d in fargs[0].shape] if fargs else [],
+        tensor_peak_mb=peak / MiB, param_mb=param_b / MiB, buffer_mb=buffer_b / MiB,
+        grad_mb=grad_b / MiB, optimizer_state_mb=state_b / MiB, input_mb=input_b / MiB,
+        activation_peak_mb=max(0, peak - persistent) / MiB,
+        phase_peaks_mb={k: v / MiB for k, v in tracker.phase_peaks.items()
+                        if k in ("forward", "backward", "optimizer")},
+        peak_phase=tracker.peak_phase,
+        first_step_peak_mb=None if first_peak is None else first_peak / MiB,
+        total_params=int(sum(p.numel() for p in params)),
+        seconds=time.perf_counter() - t0, notes=notes)
+    return est

@@ -1,0 +1,167 @@
+"""``perfcast collect``: measure a sweep of configurations into the measurement store.
+
+A sweep is models × batch sizes × input sizes (vision) or sequence lengths (text) × modes ×
+precisions, from flags or a YAML file::
+
+    device: cpu            # the local device's registry key (cpu, or e.g. rtx4090 on a GPU box)
+    warmup: 5
+    iters: 30
+    threads: 1
+    sweeps:
+      - models: [timm:resnet18, timm:mobilenetv3_small_100]
+        batch_sizes: [1, 4]
+        input_sizes: ["3,128,128", "3,160,160"]
+        modes: [infer, train]
+        precisions: [fp32]
+        optimizer: sgd-momentum
+
+Resumable: configurations already in the store (any status) are skipped, so rerunning the same
+spec measures only what is missing; ``retry_failed`` re-measures failed rows. Each configuration
+runs in a fresh subprocess (timeout, memory watchdog) and is committed when it finishes; Ctrl-C
+kills the running one and records nothing for it.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import PerfcastError
+from perfcast.store.db import Measurement, MeasureConfig, MeasurementStore
+
+MODES = ("infer", "train")
+PRECISIONS = ("fp32", "amp", "bf16", "fp16")
+
+
+@dataclass
+class CollectSettings:
+    """How to measure (not part of a configuration's identity)."""
+
+    warmup: int = 5
+    iters: int = 30
+    timeout_s: float = 600.0
+    cooldown_s: float = 1.0
+    memory_limit_mb: float | None = None
+    cpus: list[int] | None = None
+    retry_failed: bool = False
+    torch_device: str | None = None
+
+    def validate(self) -> None:
+        if self.warmup < 0:
+            raise PerfcastError(f"warm-up iterations must be ≥ 0, got {self.warmup}")
+        if self.iters < 1:
+            raise PerfcastError(f"timed iterations must be ≥ 1, got {self.iters}")
+        if self.timeout_s <= 0:
+            raise PerfcastError(f"timeout must be positive, got {self.timeout_s}")
+
+
+@dataclass
+class Sweep:
+    models: list[str]
+    batch_sizes: list[int] = field(default_factory=lambda: [1])
+    input_sizes: list[str | None] = field(default_factory=lambda: [None])
+    seq_lens: list[int | None] = field(default_factory=lambda: [None])
+    modes: list[str] = field(default_factory=lambda: ["infer"])
+    precisions: list[str] = field(default_factory=lambda: ["fp32"])
+    optimizer: str = "sgd-momentum"
+
+    def configs(self, device: str, threads: int | None, repeat: int = 0) -> list[MeasureConfig]:
+        from perfcast.frontends import parse_input_size
+
+        for b in self.batch_sizes:
+            if not isinstance(b, int) or b <= 0:
+                raise PerfcastError(f"batch sizes must be positive integers, got {b!r}")
+        for m in self.modes:
+            if m not in MODES:
+                raise PerfcastError(f"unknown mode {m!r}: use infer or train")
+        for p in self.precisions:
+            if p not in PRECISIONS:
+                raise PerfcastError(f"unknown precision {p!r}: use {', '.join(PRECISIONS)}")
+        sizes = [",".join(map(str, parse_input_size(s))) if s else None for s in self.input_sizes]
+        out = []
+        for model, b, size, seq, mode, prec in itertools.product(
+                self.models, self.batch_sizes, sizes, self.seq_lens, self.modes, self.precisions):
+            out.append(MeasureConfig(model=model, batch_size=b, input_size=size, seq_len=seq,
+                                     mode=mode, precision=prec, optimizer=self.optimizer,
+                                     device=device, threads=threads, repeat=repeat))
+        return out
+
+
+def load_spec(path: str | Path) -> tuple[list[Sweep], dict[str, Any]]:
+    """Read a YAML sweep file → (sweeps, top-level options)."""
+    import yaml
+
+    p = Path(path)
+    if not p.exists():
+        raise PerfcastError(f"spec file not found: {p}")
+    try:
+        doc = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise PerfcastError(f"spec file {p} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    raw = doc.pop("sweeps", None)
+    if raw is None:
+        raw = [{k: doc.pop(k) for k in list(doc)
+                if k in ("models", "batch_sizes", "input_sizes", "seq_lens", "modes",
+                         "precisions", "optimizer")}]
+    sweeps = []
+    for i, s in enumerate(raw):
+        if not isinstance(s, dict) or not s.get("models"):
+            raise PerfcastError(f"sweep {i} in {p} needs a non-empty 'models' list")
+        unknown = set(s) - {"models", "batch_sizes", "input_sizes", "seq_lens", "modes",
+                            "precisions", "optimizer"}
+        if unknown:
+            raise PerfcastError(f"sweep {i} in {p} has unknown keys: {', '.join(sorted(unknown))}")
+        sweeps.append(Sweep(**{k: (list(v) if isinstance(v, (list, tuple)) else v)
+                               for k, v in s.items()}))
+    return sweeps, doc
+
+
+def graph_key_for(cfg: MeasureConfig) -> str | None:
+    """Cache key of the graph of ``cfg`` (links a measurement to ``perfcast inspect``'s cache)."""
+    from perfcast.cache import cache_key
+    from perfcast.frontends import GraphRequest, parse_input_size
+
+    try:
+        prec = cfg.precision if cfg.precision in ("fp32", "amp", "fp16", "bf16") else "fp32"
+        return cache_key(GraphRequest(spec=cfg.model, batch_size=cfg.batch_size,
+                                      input_size=parse_input_size(cfg.input_size),
+                                      seq_len=cfg.seq_len, mode=cfg.mode, precision=prec,
+                                      optimizer=cfg.optimizer))
+    except PerfcastError:
+        return None
+
+
+def collect(store: MeasurementStore, configs: Iterable[MeasureConfig], settings: CollectSettings,
+            progress: Callable[[int, int, MeasureConfig, Measurement | None], None] | None = None,
+            runner: Callable[..., Measurement] | None = None) -> dict[str, int]:
+    """Measure every configuration not yet in ``store``. Returns counts by status."""
+    from perfcast.profiler.runner import run_isolated
+
+    settings.validate()
+    runner = runner or run_isolated
+    configs = list(dict.fromkeys(configs))  # dedupe, keep order
+    done = store.done_keys() if not settings.retry_failed else store.done_keys(["ok"])
+    todo = [c for c in configs if c.key() not in done]
+    if settings.retry_failed:
+        store.delete(c.key() for c in todo)
+    counts = {"skipped": len(configs) - len(todo), "ok": 0, "oom": 0, "timeout": 0, "failed": 0}
+    for i, cfg in enumerate(todo):
+        if progress:
+            progress(i, len(todo), cfg, None)
+        m = runner(cfg, warmup=settings.warmup, iters=settings.iters,
+                   timeout_s=settings.timeout_s, memory_limit_mb=settings.memory_limit_mb,
+                   cpus=settings.cpus, torch_device=settings.torch_device)
+        m.graph_key = graph_key_for(cfg)
+        store.add(m)
+        counts[m.status] = counts.get(m.status, 0) + 1
+        if progress:
+            progress(i + 1, len(todo), cfg, m)
+        gc.collect()
+        if settings.cooldown_s and i + 1 < len(todo):
+            time.sleep(settings.cooldown_s)
+    return counts

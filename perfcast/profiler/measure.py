@@ -1,0 +1,302 @@
+"""Measure one configuration on the local device, in this process.
+
+Inference latency (ms per batch, one ``no_grad`` forward) or training step time (forward + loss +
+backward + optimizer step + ``zero_grad``, ms per batch): W warm-up and T timed iterations,
+statistics median / mean / p10 / p90 / std / n.
+
+* CPU: ``time.perf_counter`` per iteration; peak live tensor bytes of one extra (untimed)
+  iteration with :mod:`perfcast.memory.tracker`; peak RSS increase over the RSS before the model
+  was built; energy from RAPL (``/sys/class/powercap``) when readable, else ``None``.
+* CUDA (written against the real APIs, untested on this project's CPU-only machines):
+  ``torch.cuda.Event`` timing, ``max_memory_allocated/reserved``, NVML used memory and NVML's
+  total-energy counter (nvidia-ml-py) around the timed iterations.
+
+Models are built with random weights (timm ``pretrained=False``, torchvision ``weights=None``,
+transformers ``from_config``); inputs are random.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import ModelSpecError, PerfcastError
+from perfcast.store.db import Measurement, MeasureConfig
+
+MB = float(2**20)
+
+
+# --------------------------------------------------------------------------- model building
+def build_model(cfg: MeasureConfig, device: str):
+    """Real (random-init) model and example inputs for ``cfg`` on torch device ``device``."""
+    import torch
+
+    from perfcast.frontends import parse_input_size, split_spec
+
+    kind, rest = split_spec(cfg.model)
+    if kind == "timm":
+        from perfcast.frontends import create_timm_model
+
+        model, default = create_timm_model(rest, parse_input_size(cfg.input_size))
+    elif kind in ("torchvision", "tv"):
+        import torchvision
+
+        kw: dict[str, Any] = {"weights": None}
+        if rest.startswith("inception") or rest == "googlenet":
+            kw.update(init_weights=False, aux_logits=False)
+        try:
+            model = torchvision.models.get_model(rest, **kw)
+        except ValueError as exc:
+            raise ModelSpecError(f"unknown torchvision model {rest!r}") from exc
+        default = (3, 299, 299) if rest.startswith("inception") else (3, 224, 224)
+    elif kind == "hf":
+        from perfcast.frontends.hf import DEFAULT_SEQ_LEN, HFWrapper, build_hf_model, resolve_hf_config
+
+        config, _ = resolve_hf_config(rest)
+        meta_model = build_hf_model(config, cfg.mode)  # picks the architecture class, on meta
+        model = HFWrapper(meta_model.__class__(meta_model.config))  # real, random init
+        seq = cfg.seq_len or DEFAULT_SEQ_LEN
+        ids = torch.randint(0, int(getattr(config, "vocab_size", 1000)), (cfg.batch_size, seq))
+        model = model.to(device)
+        return model, (ids.to(device),)
+    elif kind == "module":
+        import importlib
+
+        mod_name, _, attr = cfg.model.partition(":")
+        try:
+            fn = getattr(importlib.import_module(mod_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ModelSpecError(f"cannot load {cfg.model!r}: {exc}") from None
+        model = fn() if not isinstance(fn, torch.nn.Module) else fn
+        default = (3, 224, 224)
+    else:
+        raise PerfcastError(f"perfcast collect measures timm:, torchvision:, hf: and "
+                            f"module:callable models, not {cfg.model!r}")
+    shape = parse_input_size(cfg.input_size) or default
+    x = torch.randn((cfg.batch_size, *shape))
+    return model.to(device), (x.to(device),)
+
+
+def _optimizer(name: str, params):
+    import torch
+
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    raise PerfcastError(f"unknown optimizer {name!r}")
+
+
+def make_step(model, inputs, cfg: MeasureConfig, device: str):
+    """A zero-argument callable running one inference pass or one training step."""
+    import contextlib
+
+    import torch
+
+    dev_type = "cuda" if device.startswith("cuda") else "cpu"
+    if cfg.precision == "fp32":
+        autocast = contextlib.nullcontext
+    elif cfg.precision in ("amp", "fp16", "bf16"):
+        dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float16
+        if cfg.precision == "fp16":
+            model.half()
+            inputs = tuple(i.half() if i.is_floating_point() else i for i in inputs)
+            autocast = contextlib.nullcontext
+        else:
+            def autocast():
+                return torch.autocast(device_type=dev_type, dtype=dtype)
+    else:
+        raise PerfcastError(f"unknown precision {cfg.precision!r}")
+
+    if cfg.mode == "infer":
+        model.eval()
+
+        def step():
+            with torch.no_grad(), autocast():
+                return model(*inputs)
+        return step
+
+    model.train()
+    opt = _optimizer(cfg.optimizer, model.parameters())
+    scaler = torch.amp.GradScaler(dev_type) if (cfg.precision == "amp" and dev_type == "cuda") else None
+
+    def _first_float(out):
+        if isinstance(out, torch.Tensor):
+            return out
+        if hasattr(out, "logits"):
+            return out.logits
+        if isinstance(out, (list, tuple)):
+            return out[0]
+        if isinstance(out, dict):
+            return next(iter(out.values()))
+        raise PerfcastError("model output has no tensor to compute a loss from")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            loss = _first_float(model(*inputs)).float().mean()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+    return step
+
+
+# --------------------------------------------------------------------------- energy
+def _rapl_files() -> list[Path]:
+    root = Path("/sys/class/powercap")
+    if not root.exists():
+        return []
+    files = []
+    for d in sorted(root.glob("intel-rapl:*")):
+        if d.name.count(":") == 1 and (d / "energy_uj").exists():  # package domains only
+            files.append(d / "energy_uj")
+    return files
+
+
+def _read_rapl_uj(files: list[Path]) -> float | None:
+    try:
+        return float(sum(int(f.read_text()) for f in files))
+    except (OSError, ValueError):
+        return None
+
+
+class _Nvml:
+    """NVML energy (mJ) and used memory for the current CUDA device; inert when unavailable."""
+
+    def __init__(self, index: int = 0):
+        self.handle = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # noqa: BLE001 - no NVML: energy stays None
+            self.handle = None
+
+    def energy_mj(self) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            return float(self.nv.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except Exception:  # noqa: BLE001 - pre-Volta GPUs have no energy counter
+            return None
+
+    def used_mb(self) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            return self.nv.nvmlDeviceGetMemoryInfo(self.handle).used / MB
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / MB
+
+
+def _stats(times_ms: list[float]) -> dict[str, float]:
+    s = sorted(times_ms)
+    n = len(s)
+
+    def q(p: float) -> float:
+        if n == 1:
+            return s[0]
+        k = (n - 1) * p
+        lo, hi = int(k), min(int(k) + 1, n - 1)
+        return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+    return {"time_ms_median": statistics.median(s), "time_ms_mean": statistics.fmean(s),
+            "time_ms_p10": q(0.10), "time_ms_p90": q(0.90),
+            "time_ms_std": statistics.stdev(s) if n > 1 else 0.0, "n": n}
+
+
+def is_oom(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate" in text \
+        or "cannot allocate memory" in text or type(exc).__name__ == "OutOfMemoryError"
+
+
+# --------------------------------------------------------------------------- the measurement
+def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | None = None,
+            track_memory: bool = True) -> Measurement:
+    """Measure ``cfg`` in this process. Raises on error (the caller records failures)."""
+    import torch
+
+    if warmup < 0 or iters < 1:
+        raise PerfcastError("warm-up must be ≥ 0 and timed iterations ≥ 1")
+    device = device or ("cuda" if cfg.device not in ("cpu",) and torch.cuda.is_available() else "cpu")
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    t_start = time.perf_counter()
+    gc.collect()
+    rss0 = _rss_mb()
+    torch.manual_seed(0)
+    model, inputs = build_model(cfg, device)
+    step = make_step(model, inputs, cfg, device)
+    cuda = device.startswith("cuda")
+    nvml = _Nvml(torch.cuda.current_device()) if cuda else None
+    rapl = [] if cuda else _rapl_files()
+
+    for _ in range(warmup):
+        step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+    times: list[float] = []
+    e0 = nvml.energy_mj() if nvml else _read_rapl_uj(rapl) if rapl else None
+    wall0 = time.perf_counter()
+    if cuda:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(iters)]
+        for a, b in events:
+            a.record()
+            step()
+            b.record()
+        torch.cuda.synchronize()
+        times = [a.elapsed_time(b) for a, b in events]
+    else:
+        for _ in range(iters):
+            t = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t) * 1000.0)
+    wall = time.perf_counter() - wall0
+    e1 = nvml.energy_mj() if nvml else _read_rapl_uj(rapl) if rapl else None
+
+    m = Measurement(config=cfg, warmup=warmup, threads_used=torch.get_num_threads())
+    for k, v in _stats(times).items():
+        setattr(m, k, v)
+    if e0 is not None and e1 is not None and e1 >= e0:
+        joules = (e1 - e0) / (1e3 if nvml else 1e6)
+        m.energy_j = joules / iters
+        m.power_w = joules / wall if wall > 0 else None
+        m.energy_source = "nvml" if nvml else "rapl"
+    if cuda:
+        m.cuda_max_allocated_mb = torch.cuda.max_memory_allocated() / MB
+        m.cuda_max_reserved_mb = torch.cuda.max_memory_reserved() / MB
+        m.peak_tensor_mb = m.cuda_max_allocated_mb
+        m.nvml_used_mb = nvml.used_mb() if nvml else None
+    elif track_memory:
+        from perfcast.memory.tracker import measure_peak_tensor_bytes
+
+        m.peak_tensor_mb = measure_peak_tensor_bytes(step) / MB
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB -> MiB (Linux)
+    m.rss_increase_mb = max(0.0, peak_rss - rss0)
+    m.duration_s = time.perf_counter() - t_start
+    return m

@@ -1,0 +1,152 @@
+"""Unlabeled graph corpus: many model graphs, no measurements (TraPPM's pre-training data).
+
+A corpus directory holds ``graphs/<key>.npz`` (one :class:`~perfcast.graph.ModelGraph` each,
+written atomically) and ``index.csv`` (one line per graph, appended as each finishes). Building
+is resumable: a graph whose file exists is not rebuilt. Work is spread over worker processes.
+
+Sweeps are timm families (timm module names, e.g. ``resnet``, ``efficientnet``,
+``vision_transformer``) × variants × input sizes × batch sizes × modes.
+"""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from perfcast.errors import PerfcastError
+from perfcast.frontends import GraphRequest
+
+INDEX_FIELDS = ["key", "model", "family", "batch_size", "input_size", "mode", "precision",
+                "nodes", "edges", "macs", "params", "seconds", "status", "reason"]
+
+
+@dataclass(frozen=True)
+class CorpusItem:
+    model: str
+    family: str
+    batch_size: int
+    input_size: int  # square side in pixels
+    mode: str = "infer"
+    precision: str = "fp32"
+
+    def request(self) -> GraphRequest:
+        return GraphRequest(spec=self.model, batch_size=self.batch_size,
+                            input_size=(3, self.input_size, self.input_size), mode=self.mode,
+                            precision=self.precision)
+
+
+def timm_families() -> dict[str, list[str]]:
+    """timm module name → its model names (current names only, no pretrained tags)."""
+    import timm
+
+    fams: dict[str, list[str]] = {}
+    for mod in timm.list_modules():
+        names = timm.list_models(module=mod)
+        if names:
+            fams[mod] = sorted(names)
+    return fams
+
+
+def plan(families: Iterable[str] | None, variants_per_family: int | None,
+         input_sizes: list[int], batch_sizes: list[int], modes: list[str],
+         include_test_models: bool = False) -> list[CorpusItem]:
+    """Expand a sweep into corpus items (deterministic order)."""
+    all_fams = timm_families()
+    wanted = list(families) if families else sorted(all_fams)
+    unknown = [f for f in wanted if f not in all_fams]
+    if unknown:
+        raise PerfcastError(f"unknown timm families: {', '.join(unknown)} "
+                            f"(timm.list_modules() lists them)")
+    items = []
+    for fam in wanted:
+        names = [n for n in all_fams[fam] if include_test_models or not n.startswith("test_")]
+        if variants_per_family:
+            step = max(1, len(names) // variants_per_family)
+            names = names[::step][:variants_per_family]
+        for name in names:
+            for size in input_sizes:
+                for b in batch_sizes:
+                    for mode in modes:
+                        items.append(CorpusItem(f"timm:{name}", fam, b, size, mode))
+    return items
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(*_):
+    raise _Timeout()
+
+
+def _build_one(args: tuple[CorpusItem, str, int]) -> dict:
+    item, out_dir, timeout = args
+    from perfcast.cache import cache_key
+    from perfcast.frontends import build_graph
+
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    req = item.request()
+    key = cache_key(req)
+    row = {**asdict(item), "key": key, "input_size": item.input_size}
+    t = time.perf_counter()
+    try:
+        g = build_graph(req)
+        g.save(Path(out_dir) / "graphs" / f"{key}.npz")
+        row.update(status="ok", nodes=g.num_nodes, edges=g.num_edges, macs=g.macs,
+                   params=g.params)
+    except _Timeout:
+        row.update(status="timeout", reason=f"no graph within {timeout} s")
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded in the index
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        row.update(status="failed", reason=f"{type(exc).__name__}: {msg}")
+    finally:
+        signal.alarm(0)
+    row["seconds"] = round(time.perf_counter() - t, 3)
+    return row
+
+
+def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: int = 2,
+                 timeout_s: int = 300,
+                 progress: Callable[[int, int, dict | None], None] | None = None) -> dict[str, int]:
+    """Build every item's graph not yet in ``out_dir``. Returns counts by status."""
+    from perfcast.cache import cache_key
+
+    out = Path(out_dir)
+    (out / "graphs").mkdir(parents=True, exist_ok=True)
+    index = out / "index.csv"
+    done: set[str] = set()
+    if index.exists():
+        with open(index, newline="") as f:
+            done = {r["key"] for r in csv.DictReader(f)}
+    todo = [it for it in dict.fromkeys(items) if cache_key(it.request()) not in done]
+    counts = {"skipped": len(items) - len(todo), "ok": 0, "failed": 0, "timeout": 0}
+    new_file = not index.exists()
+    with open(index, "a", newline="") as f:
+        w = csv.DictWriter(f, INDEX_FIELDS, extrasaction="ignore")
+        if new_file:
+            w.writeheader()
+        if progress:
+            progress(0, len(todo), None)
+        if not todo:
+            return counts
+        ctx = mp.get_context("fork")
+        with ctx.Pool(max(1, workers), maxtasksperchild=25) as pool:
+            try:
+                for i, row in enumerate(pool.imap_unordered(
+                        _build_one, [(it, str(out), timeout_s) for it in todo]), 1):
+                    w.writerow(row)
+                    f.flush()
+                    counts[row["status"]] = counts.get(row["status"], 0) + 1
+                    if progress:
+                        progress(i, len(todo), row)
+            except KeyboardInterrupt:
+                pool.terminate()
+                raise
+    return counts

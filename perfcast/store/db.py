@@ -1,0 +1,236 @@
+"""The measurement store: one row per measured configuration.
+
+SQLite by default (WAL journal, one transaction per configuration, so a crash or Ctrl-C never
+leaves a half row); any SQLAlchemy URL works (``postgresql://…`` for a team-shared database).
+A configuration is identified by :func:`config_key` — model, batch, input size, sequence length,
+mode, precision, optimizer, device, threads and a ``repeat`` index (0 = first measurement,
+1 = a re-measurement for test-retest). Failed runs (OOM, timeout, error) are rows too, with a
+``status`` and a ``reason``: the OOM boundary is data.
+
+Units: times in ms per batch, memory in MiB (``*_mb`` = 2**20 bytes), energy in J, power in W.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import PerfcastError
+
+STATUSES = ("ok", "oom", "timeout", "failed")
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """One configuration to measure (what the store's key is made of)."""
+
+    model: str
+    batch_size: int = 1
+    input_size: str | None = None  # "3,224,224" per sample (vision); None for text models
+    seq_len: int | None = None
+    mode: str = "infer"  # infer | train
+    precision: str = "fp32"  # fp32 | amp | bf16 | fp16
+    optimizer: str = "sgd-momentum"
+    device: str = "cpu"  # perfcast device key of the local device
+    threads: int | None = None  # CPU threads (None: torch's default)
+    repeat: int = 0
+
+    def key(self) -> str:
+        return config_key(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def config_key(cfg: MeasureConfig) -> str:
+    d = asdict(cfg)
+    if d["mode"] != "train":
+        d["optimizer"] = None
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass
+class Measurement:
+    """What one run produced. ``None`` means not measured / not available — never invented."""
+
+    config: MeasureConfig
+    status: str = "ok"
+    reason: str | None = None
+    time_ms_median: float | None = None
+    time_ms_mean: float | None = None
+    time_ms_p10: float | None = None
+    time_ms_p90: float | None = None
+    time_ms_std: float | None = None
+    n: int | None = None
+    warmup: int | None = None
+    threads_used: int | None = None
+    peak_tensor_mb: float | None = None  # peak live tensor bytes (CPU tracker) / max allocated (CUDA)
+    rss_increase_mb: float | None = None  # peak RSS minus RSS before the model was built
+    cuda_max_allocated_mb: float | None = None
+    cuda_max_reserved_mb: float | None = None
+    nvml_used_mb: float | None = None
+    energy_j: float | None = None  # per batch (per timed iteration)
+    power_w: float | None = None
+    energy_source: str | None = None  # rapl | nvml | None
+    graph_key: str | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+    created_at: str | None = None
+
+
+def _table(metadata):
+    from sqlalchemy import Column, Float, Integer, String, Table, Text
+
+    return Table(
+        "measurements", metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("config_key", String(64), nullable=False, unique=True, index=True),
+        Column("model", String(255), nullable=False, index=True),
+        Column("batch_size", Integer, nullable=False),
+        Column("input_size", String(64)),
+        Column("seq_len", Integer),
+        Column("mode", String(16), nullable=False),
+        Column("precision", String(16), nullable=False),
+        Column("optimizer", String(32)),
+        Column("device", String(64), nullable=False, index=True),
+        Column("threads", Integer),
+        Column("repeat", Integer, nullable=False, default=0),
+        Column("status", String(16), nullable=False),
+        Column("reason", Text),
+        Column("time_ms_median", Float), Column("time_ms_mean", Float),
+        Column("time_ms_p10", Float), Column("time_ms_p90", Float), Column("time_ms_std", Float),
+        Column("n", Integer), Column("warmup", Integer), Column("threads_used", Integer),
+        Column("peak_tensor_mb", Float), Column("rss_increase_mb", Float),
+        Column("cuda_max_allocated_mb", Float), Column("cuda_max_reserved_mb", Float),
+        Column("nvml_used_mb", Float), Column("energy_j", Float), Column("power_w", Float),
+        Column("energy_source", String(16)),
+        Column("graph_key", String(64), index=True),
+        Column("env_json", Text),
+        Column("duration_s", Float),
+        Column("created_at", String(40)),
+        Column("perfcast_version", String(32)),
+    )
+
+
+def _url(target: str | os.PathLike) -> str:
+    t = str(target)
+    if "://" in t:
+        return t
+    return f"sqlite:///{Path(t).expanduser().resolve()}"
+
+
+class MeasurementStore:
+    """Measurements in a database (SQLite file path or SQLAlchemy URL)."""
+
+    def __init__(self, target: str | os.PathLike):
+        from sqlalchemy import MetaData, create_engine, event
+
+        url = _url(target)
+        if url.startswith("sqlite:///"):
+            path = Path(url.removeprefix("sqlite:///"))
+            if not path.parent.exists():
+                raise PerfcastError(f"directory for the measurement database does not exist: "
+                                    f"{path.parent}")
+        try:
+            self.engine = create_engine(url, future=True)
+        except Exception as exc:  # noqa: BLE001 - bad URL / missing driver
+            raise PerfcastError(f"cannot open measurement store {target}: {exc}") from exc
+        if self.engine.dialect.name == "sqlite":
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(conn, _record):  # noqa: ANN001
+                cur = conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+        self.metadata = MetaData()
+        self.table = _table(self.metadata)
+        try:
+            self.metadata.create_all(self.engine)
+        except Exception as exc:  # noqa: BLE001
+            raise PerfcastError(f"cannot use measurement store {target}: "
+                                f"{str(exc).splitlines()[0]}") from exc
+        self.target = str(target)
+
+    # ---------------------------------------------------------------- writes
+    def add(self, m: Measurement) -> bool:
+        """Insert one finished measurement in its own transaction. False if already present."""
+        from sqlalchemy.exc import IntegrityError
+
+        from perfcast._version import __version__
+
+        if m.status not in STATUSES:
+            raise PerfcastError(f"unknown status {m.status!r}")
+        c = m.config
+        row = {**{k: v for k, v in asdict(c).items()},
+               "config_key": c.key(), "status": m.status, "reason": m.reason,
+               "env_json": json.dumps(m.env, sort_keys=True),
+               "created_at": m.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "perfcast_version": __version__}
+        if row["mode"] != "train":
+            row["optimizer"] = None
+        for k in ("time_ms_median", "time_ms_mean", "time_ms_p10", "time_ms_p90", "time_ms_std",
+                  "n", "warmup", "threads_used", "peak_tensor_mb", "rss_increase_mb",
+                  "cuda_max_allocated_mb", "cuda_max_reserved_mb", "nvml_used_mb", "energy_j",
+                  "power_w", "energy_source", "graph_key", "duration_s"):
+            row[k] = getattr(m, k)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(self.table.insert().values(**row))
+        except IntegrityError:
+            return False
+        return True
+
+    # ---------------------------------------------------------------- reads
+    def done_keys(self, statuses: Iterable[str] = STATUSES) -> set[str]:
+        from sqlalchemy import select
+
+        st = list(statuses)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(self.table.c.config_key)
+                                .where(self.table.c.status.in_(st))).all()
+        return {r[0] for r in rows}
+
+    def delete(self, keys: Iterable[str]) -> int:
+        keys = list(keys)
+        if not keys:
+            return 0
+        with self.engine.begin() as conn:
+            res = conn.execute(self.table.delete().where(self.table.c.config_key.in_(keys)))
+        return int(res.rowcount or 0)
+
+    def count(self) -> int:
+        from sqlalchemy import func, select
+
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(self.table)).scalar_one())
+
+    def to_dataframe(self):
+        """All rows as a pandas DataFrame (``env_json`` kept as text)."""
+        import pandas as pd
+
+        with self.engine.connect() as conn:
+            return pd.read_sql_table("measurements", conn)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """Write all rows to ``.parquet`` or ``.csv`` (atomically)."""
+        path = Path(path)
+        df = self.to_dataframe()
+        tmp = path.with_name(f".tmp-{path.name}")
+        if path.suffix == ".parquet":
+            df.to_parquet(tmp, index=False)
+        elif path.suffix == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            raise PerfcastError(f"export to .parquet or .csv, not {path.suffix or path.name}")
+        os.replace(tmp, path)
+        return path
+
+    def close(self) -> None:
+        self.engine.dispose()
