@@ -71,13 +71,15 @@ from perfcast.datasets._base import (
 )
 from perfcast.datasets.gpumemnet import load_gpumemnet
 from perfcast.datasets.join import attach_graph_keys, graph_request
+from perfcast.datasets.local import LOCAL_CPU_DB, load_local_cpu, load_measurements
 from perfcast.datasets.timm_bench import load_timm_benchmarks, timm_files
 from perfcast.datasets.torchvision_bench import load_torchvision_benchmark
 
 __all__ = [
     "COLUMNS", "EXTRA_COLUMNS", "ENV_VAR", "LoadReport", "default_data_dir", "resolve_data_dir",
     "load_timm_benchmarks", "load_gpumemnet", "load_torchvision_benchmark", "load_all",
-    "timm_files", "graph_request", "attach_graph_keys",
+    "timm_files", "graph_request", "attach_graph_keys", "load_local_cpu", "load_measurements",
+    "LOCAL_CPU_DB",
 ]
 
 

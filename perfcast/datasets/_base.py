@@ -98,7 +98,7 @@ class LoadReport:
     rows_out: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     flags: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> a few raw names
+    examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> a few raw names, "..."
     devices: list[str] = field(default_factory=list)
     n_models: int = 0
     n_families: int = 0
@@ -148,8 +148,7 @@ class LoadReport:
         names = self.examples.get(reason)
         if not names:
             return ""
-        more = ", ..." if self.dropped.get(reason, 0) > len(names) else ""
-        return f" (e.g. {', '.join(names)}{more})"
+        return f" (e.g. {', '.join(names)})"
 
     def summary(self) -> str:
         drops = "; ".join(f"{k}: {v}" for k, v in self.dropped.items()) or "none"
@@ -221,7 +220,7 @@ class Drops:
         for reason in self._order:
             seen = labels[self.reason == reason].dropna().astype(str).unique().tolist()
             if seen:
-                out[reason] = seen[:k]
+                out[reason] = seen[:k] + (["..."] if len(seen) > k else [])
         return out
 
 

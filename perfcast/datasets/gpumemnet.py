@@ -34,6 +34,7 @@ import pandas as pd
 from perfcast.datasets._base import (
     Drops,
     drop_duplicates,
+    empty_frame,
     LoadReport,
     data_file,
     finalize,
@@ -74,6 +75,8 @@ def load_gpumemnet(data_dir: str | os.PathLike | None = None, *, drop_failed: bo
     drops.mark_each(names.map(lambda n: resolved[n].reason if n in resolved else None))
 
     keep = drops.kept
+    if not keep.any():
+        return _empty(raw, drops, report, names)
     res = names[keep].map(resolved.__getitem__)
     rec = pd.DataFrame(index=raw.index[keep])
     rec["model"] = res.map(lambda r: r.spec)
@@ -128,9 +131,17 @@ def load_gpumemnet(data_dir: str | os.PathLike | None = None, *, drop_failed: bo
         (rec["censor_reason"] == R_IMPLIED).sum())
     report.flags[f"suspect: reading < {SUSPECT_RATIO:.0%} of a smaller batch's reading"] = int(
         rec["suspect"].sum())
+    report.flags = {k: v for k, v in report.flags.items() if v}
     frame = finalize(rec)
     report.dropped = drops.counts()
     report.examples = drops.examples(names)
     report.rows_out = len(frame)
     report.describe(frame)
     return with_report(frame, report)
+
+
+def _empty(raw: pd.DataFrame, drops: Drops, report: LoadReport, names: pd.Series) -> pd.DataFrame:
+    report.dropped = drops.counts()
+    report.examples = drops.examples(names)
+    report.rows_out = 0
+    return with_report(empty_frame(), report)

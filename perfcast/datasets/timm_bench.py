@@ -138,6 +138,8 @@ def load_timm_file(path: Path) -> pd.DataFrame:
     drops.mark_each(names.map(lambda n: resolved[n].reason if n in resolved else None))
 
     keep = drops.kept
+    if not keep.any():
+        return _done(raw, drops, report, empty_frame())
     res = names[keep].map(resolved.__getitem__)
     rec = pd.DataFrame(index=raw.index[keep])
     rec["model"] = res.map(lambda r: r.spec)

@@ -21,6 +21,7 @@ import pandas as pd
 from perfcast.datasets._base import (
     Drops,
     drop_duplicates,
+    empty_frame,
     LoadReport,
     data_file,
     finalize,
@@ -84,6 +85,8 @@ def load_torchvision_benchmark(data_dir: str | os.PathLike | None = None) -> pd.
     drops.mark_each(names.map(lambda n: resolved[n].reason if n in resolved else None))
 
     keep = drops.kept
+    if not keep.any():
+        return _empty(raw, drops, report, names)
     res = names[keep].map(resolved.__getitem__)
     rec = pd.DataFrame(index=raw.index[keep])
     rec["model"] = res.map(lambda r: r.spec)
@@ -122,3 +125,10 @@ def load_torchvision_benchmark(data_dir: str | os.PathLike | None = None) -> pd.
     report.rows_out = len(frame)
     report.describe(frame)
     return with_report(frame, report)
+
+
+def _empty(raw: pd.DataFrame, drops: Drops, report: LoadReport, names: pd.Series) -> pd.DataFrame:
+    report.dropped = drops.counts()
+    report.examples = drops.examples(names)
+    report.rows_out = 0
+    return with_report(empty_frame(), report)

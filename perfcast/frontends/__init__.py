@@ -153,14 +153,15 @@ def _build_on_meta(factory: Callable[[], object], what: str):
 def resolve_timm_name(name: str) -> str:
     """Current timm name for ``name`` (follows timm's deprecated-name mapping)."""
     import timm
-    from timm.models import _registry
 
+    try:
+        deprecated = dict(timm.models.get_deprecated_models())  # {old name: current name}
+    except Exception:  # noqa: BLE001 - older/newer timm without the helper
+        deprecated = {}
+    if deprecated.get(name):
+        return str(deprecated[name])
     if timm.is_model(name):
         return name
-    deprecated = getattr(_registry, "_deprecated_models", {})
-    for mapping in deprecated.values():
-        if name in mapping and mapping[name]:
-            return mapping[name]
     if "." in name and timm.is_model(name.split(".", 1)[0]):
         return name
     import difflib

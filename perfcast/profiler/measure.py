@@ -81,6 +81,18 @@ def build_model(cfg: MeasureConfig, device: str):
     return model.to(device), (x.to(device),)
 
 
+def _import_framework(spec: str) -> None:
+    from perfcast.frontends import split_spec
+
+    kind = split_spec(spec)[0]
+    if kind == "timm":
+        import timm  # noqa: F401
+    elif kind in ("torchvision", "tv"):
+        import torchvision  # noqa: F401
+    elif kind == "hf":
+        import transformers  # noqa: F401
+
+
 def _optimizer(name: str, params):
     import torch
 
@@ -244,6 +256,7 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     t_start = time.perf_counter()
+    _import_framework(cfg.model)  # library imports are not the model's memory
     gc.collect()
     rss0 = _rss_mb()
     torch.manual_seed(0)

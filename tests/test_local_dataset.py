@@ -1,0 +1,47 @@
+"""The project's own CPU dataset (datasets/cpu/) loads through perfcast.datasets."""
+
+import pytest
+
+from perfcast.datasets import LOCAL_CPU_DB, load_local_cpu, load_measurements
+
+pytestmark = pytest.mark.skipif(not LOCAL_CPU_DB.exists(), reason="datasets/cpu not in this checkout")
+
+
+def test_local_cpu_dataset_size_and_coverage():
+    df = load_local_cpu()
+    rep = df.attrs["report"]
+    assert rep.rows_out == len(df) >= 600
+    assert rep.rows_out + rep.n_dropped == rep.rows_in
+    assert df.family.nunique() >= 10
+    assert set(df["mode"]) == {"infer", "train"}
+    assert df.batch_size.nunique() >= 3 and df.input_size.nunique() >= 3
+    assert (df.device == "cpu").all()
+    assert (df.time_ms > 0).all() and (df.memory_mb > 0).all()
+    # one row per configuration
+    keys = ["model", "batch_size", "input_size", "mode", "precision"]
+    assert not df.duplicated(keys).any()
+
+
+def test_repeats_are_kept_apart():
+    first = load_local_cpu()
+    both = load_local_cpu(include_repeats=True)
+    assert len(both) >= len(first)
+    assert (first["repeat"] == 0).all()
+
+
+def test_load_measurements_from_export(tmp_path):
+    from perfcast.store import Measurement, MeasureConfig, MeasurementStore
+
+    store = MeasurementStore(tmp_path / "m.db")
+    store.add(Measurement(config=MeasureConfig(model="timm:resnet18", batch_size=2,
+                                               input_size="3,64,64"), time_ms_median=5.0,
+                          peak_tensor_mb=40.0))
+    store.add(Measurement(config=MeasureConfig(model="timm:resnet18", batch_size=512,
+                                               input_size="3,64,64"), status="oom",
+                          reason="out of memory"))
+    store.export(tmp_path / "m.parquet")
+    for src in (tmp_path / "m.db", tmp_path / "m.parquet"):
+        df = load_measurements(src)
+        rep = df.attrs["report"]
+        assert len(df) == 1 and rep.rows_in == 2 and rep.n_dropped == 1
+        assert df.time_ms[0] == 5.0 and df.memory_mb[0] == 40.0 and df.family[0] == "resnet"
