@@ -250,6 +250,42 @@ def corpus(
 
 
 @app.command()
+def memory(
+    model: str = typer.Argument(..., help="Model spec (as for inspect)."),
+    batch_size: int = typer.Option(1, "--batch-size", "-b", help="Batch size (samples)."),
+    input_size: Optional[str] = typer.Option(None, "--input-size", help="Per-sample input C,H,W (vision)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length in tokens (hf:)."),
+    mode: str = typer.Option("train", "--mode", help="train or infer."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, amp, fp16 or bf16."),
+    optimizer: str = typer.Option("sgd-momentum", "--optimizer", help="sgd, sgd-momentum, adam or adamw."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """Exact peak of live tensor bytes of a training step or inference pass (MiB), simulated
+    under FakeTensor — no device, no weights. Excludes CUDA context, allocator and workspaces."""
+    from perfcast.frontends import GraphRequest, parse_input_size
+    from perfcast.memory import simulate_memory
+
+    size = parse_input_size(input_size)
+    GraphRequest(spec=model, batch_size=batch_size, input_size=size, seq_len=seq_len, mode=mode,
+                 precision=precision, optimizer=optimizer).validate()
+    est = simulate_memory(model, batch_size=batch_size, input_size=size, seq_len=seq_len,
+                          mode=mode, precision=precision, optimizer=optimizer)
+    d = est.to_dict()
+    if as_json:
+        out.print_json(json.dumps(d))
+        return
+    t = Table(title=f"{d['model']}  ({d['mode']}, {d['precision']}, batch {d['batch_size']})",
+              show_header=False)
+    t.add_row("tensor peak", f"{d['tensor_peak_mb']:,.1f} MiB")
+    for k in ("param_mb", "grad_mb", "optimizer_state_mb", "activation_peak_mb"):
+        if d.get(k) is not None:
+            t.add_row(k.removesuffix("_mb").replace("_", " "), f"{d[k]:,.1f} MiB")
+    for note in d.get("notes") or []:
+        t.add_row("note", str(note))
+    out.print(t)
+
+
+@app.command()
 def version():
     """Print perfcast's version."""
     from perfcast._version import __version__

@@ -46,8 +46,10 @@ What differs from a real CUDA run (what a learned memory predictor must add)
 ``tensor_peak_mb`` corresponds to ``torch.cuda.max_memory_allocated()`` *before* allocator
 rounding. ``nvidia-smi`` / NVML used memory additionally includes:
 
-* the **CUDA context** (driver, kernels' code, cuBLAS/cuDNN handles): ~300–500 MB on recent
-  GPUs/drivers (more with many loaded kernel libraries; lazy module loading lowers it);
+* the **CUDA context** (driver state, the code of loaded kernels, cuBLAS/cuDNN handles):
+  ~300–500 MB with lazy module loading (``CUDA_MODULE_LOADING=LAZY``, the default since
+  CUDA 11.7 / PyTorch 2.x), ~1–2 GB when every kernel of PyTorch's CUDA libraries is loaded
+  eagerly (older stacks);
 * **caching-allocator rounding**: every block is rounded up to 512 B; small (≤ 1 MB) requests come
   from 2 MB segments, larger ones from 20 MB segments or their own ``cudaMalloc`` rounded to 2 MB;
   *reserved* memory (what ``nvidia-smi`` sees) exceeds *allocated* by the cached free blocks and
@@ -86,7 +88,21 @@ MiB = float(2**20)
 
 @dataclass
 class MemoryEstimate:
-    """Result of :func:`simulate_memory`. Every ``*_mb`` is MiB (2**20 bytes)."""
+    """Result of :func:`simulate_memory`. Every ``*_mb`` is MiB (2**20 bytes).
+
+    * ``tensor_peak_mb`` — peak of live tensor bytes over the simulated pass/steps;
+    * ``param_mb``, ``buffer_mb``, ``input_mb`` — live from the start;
+    * ``grad_mb``, ``optimizer_state_mb`` — after the last step (``.grad`` and ``opt.state``);
+    * ``activation_peak_mb`` — ``tensor_peak_mb`` minus the persistent state (parameters,
+      buffers, gradients, optimizer state): the transient part at the peak (saved activations,
+      temporaries, the input, and the foreach optimizer's temporaries when the peak is in the
+      step);
+    * ``phase_peaks_mb`` — peak per phase (``forward``, ``backward``, ``optimizer``), each
+      including what is live when the phase starts; ``peak_phase`` — where the peak is;
+    * ``first_step_peak_mb`` — the peak of the first training step alone (no optimizer state
+      yet during its forward/backward);
+    * ``seconds`` — wall time of the simulation, model building included.
+    """
 
     model: str
     mode: str
@@ -113,6 +129,37 @@ class MemoryEstimate:
         d = asdict(self)
         d["units"] = "MiB (2**20 bytes)"
         return d
+
+    def features(self) -> dict[str, float]:
+        """Flat numeric features (MiB) for learned memory predictors, prefixed ``mem_``."""
+        out = {f"mem_{k}": float(getattr(self, k)) for k in (
+            "tensor_peak_mb", "param_mb", "buffer_mb", "grad_mb", "optimizer_state_mb",
+            "input_mb", "activation_peak_mb")}
+        for phase in ("forward", "backward", "optimizer"):
+            out[f"mem_{phase}_peak_mb"] = float(self.phase_peaks_mb.get(phase, 0.0))
+        return out
+
+    def summary(self) -> str:
+        """A few human-readable lines (for the CLI's non-JSON output)."""
+        def mib(v: float) -> str:
+            return f"{v:12.1f} MiB" if v >= 10 or v == 0 else f"{v:12.4f} MiB"
+
+        what = f"{self.mode}, {self.precision}" + (f", {self.optimizer}" if self.optimizer
+                                                    else "")
+        lines = [f"{self.model}  batch {self.batch_size}  input {self.input_shape}  ({what})",
+                 f"  tensor peak      {mib(self.tensor_peak_mb)}"
+                 + (f"  (in {self.peak_phase})" if self.peak_phase else ""),
+                 f"  parameters       {mib(self.param_mb)}  ({self.total_params:,} params)",
+                 f"  buffers          {mib(self.buffer_mb)}",
+                 f"  gradients        {mib(self.grad_mb)}",
+                 f"  optimizer state  {mib(self.optimizer_state_mb)}",
+                 f"  activations etc. {mib(self.activation_peak_mb)}  (peak − persistent state)"]
+        if self.phase_peaks_mb:
+            lines.append("  phase peaks      " + ", ".join(
+                f"{k} {v:.1f}" for k, v in self.phase_peaks_mb.items()) + " MiB")
+        lines.append(f"  simulated in {self.seconds:.2f} s (MiB = 2**20 bytes)")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- building
@@ -250,18 +297,21 @@ def _loss(out: Any, loss: str):
     return t.float().mean()
 
 
+@contextlib.contextmanager
 def _autocast(precision: str, device_type: str, rules: str):
+    """fp16 autocast for ``amp`` (with CUDA's op lists when ``rules="cuda"``), else nothing."""
     import torch
 
     if precision != "amp":
-        return contextlib.nullcontext()
-    stack = contextlib.ExitStack()
-    if rules == "cuda" and device_type == "cpu":
-        from perfcast.memory.autocast_rules import cuda_autocast_rules
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        if rules == "cuda" and device_type == "cpu":
+            from perfcast.memory.autocast_rules import cuda_autocast_rules
 
-        stack.enter_context(cuda_autocast_rules())
-    stack.enter_context(torch.autocast(device_type, dtype=torch.float16))
-    return stack
+            stack.enter_context(cuda_autocast_rules())
+        stack.enter_context(torch.autocast(device_type, dtype=torch.float16))
+        yield
 
 
 def _phase(tracker, name: str):
@@ -301,6 +351,39 @@ def run_inference(model, args: tuple, tracker=None, *, precision: str = "fp32",
             _autocast(precision, device_type, autocast_rules):
         out = model(*args)
     del out
+
+
+_BN_OPS = ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+           "_batch_norm_with_update", "_batch_norm_with_update_functional", "_batch_norm_no_update",
+           "_native_batch_norm_legit_no_training")
+
+
+def _mixed_bn_stats_mode():
+    """A dispatch mode fixing the meta kernels' dtype of batch-norm statistics.
+
+    With an fp16/bf16 input and fp32 weight (autocast), the real CPU and CUDA kernels return
+    ``save_mean``/``save_invstd`` in fp32, the meta kernels in the input dtype. This mode (placed
+    between FakeTensorMode and the tracker) returns fp32 statistics, as the real kernels do.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    packets = {getattr(torch.ops.aten, n) for n in _BN_OPS if hasattr(torch.ops.aten, n)}
+    low = (torch.float16, torch.bfloat16)
+
+    class MixedBatchNormStats(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket not in packets or not isinstance(out, tuple) or len(args) < 2:
+                return out
+            x, w = args[0], args[1]
+            if (isinstance(x, torch.Tensor) and x.dtype in low and isinstance(w, torch.Tensor)
+                    and w.dtype == torch.float32):
+                out = tuple(o.float() if 0 < i < 3 and isinstance(o, torch.Tensor)
+                            and o.dtype in low else o for i, o in enumerate(out))
+            return out
+
+    return MixedBatchNormStats()
 
 
 def _storage_bytes(tensors) -> int:
@@ -380,8 +463,9 @@ def simulate_memory(spec: str, *, batch_size: int = 1, input_size: Any = None,
 
     first_peak = None
     opt = None
+    bn_fix = _mixed_bn_stats_mode() if precision == "amp" else contextlib.nullcontext()
     try:
-        with fake_mode, warnings.catch_warnings():
+        with fake_mode, bn_fix, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if train:
                 opt = make_optimizer(optimizer, params, foreach=True if foreach is None
