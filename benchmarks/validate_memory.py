@@ -389,7 +389,10 @@ def summarize(cpu, gmn, gmn_info, speed, args, wall) -> str:
                   "then one step measured by `perfcast.memory.tracker.measure_peak_tensor_bytes` "
                   "(live CPU tensors at start + every storage the ops allocate; what the profiler "
                   "records). Simulation with the same optimizer implementation and CPU autocast "
-                  "op lists.", "",
+                  "op lists. Both sides count op outputs, so this checks that the FakeTensor run "
+                  "allocates exactly what the real run allocates; it cannot show memory that "
+                  "kernels allocate and free internally (oneDNN scratch etc.), which neither side "
+                  "sees.", "",
                   "| model | mode | batch | input | optimizer | precision | foreach | real MiB "
                   "| simulated MiB | rel. error |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in cpu:
@@ -515,9 +518,9 @@ def summarize(cpu, gmn, gmn_info, speed, args, wall) -> str:
               "algorithms picked by benchmarking can take hundreds of MB), kernel-internal "
               "temporaries and kernel choices that save slightly different tensors. The "
               "residual of part (b) is that gap as GPUMemNet's setup saw it (nvidia-smi, so "
-              "reserved memory + context): mostly a constant of ~2 GB plus a few % that grows "
-              "with the tensor peak (fragmentation, workspaces) — the least-squares line above "
-              "gives its scale. A learned predictor should take `tensor_peak_mb` (and the other "
+              "reserved memory + context): about 2 GB at batch 8 growing to about 3.5 GB at "
+              "batch 128 (median per batch size in the table above: context and workspaces "
+              "plus fragmentation and cached blocks that scale with activation sizes). A learned predictor should take `tensor_peak_mb` (and the other "
               "`MemoryEstimate.features()`) as input and learn this gap per device/stack. See "
               "the docstring of `perfcast/memory/simulate.py`.", ""]
     return "\n".join(lines)

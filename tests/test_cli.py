@@ -69,3 +69,10 @@ def test_console_script_exit_code():
     r = run("inspect", "nosuchmodel_xyz")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_memory_command_json(capsys):
+    assert main(["memory", "torchvision:resnet18", "--mode", "train", "-b", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["tensor_peak_mb"] > d["param_mb"] > 0 and d["optimizer"] == "sgd-momentum"
+    assert main(["memory", "torchvision:resnet18", "-b", "0"]) == 2

@@ -109,6 +109,11 @@ def test_mlp_training_matches_hand_computation_and_real_cpu():
     run_training_steps(model, (x,), opt, steps=1)
     gc.collect()
     real = measure_peak_tensor_bytes(lambda: run_training_steps(model, (x,), opt, steps=1))
+    assert real >= expected  # also counts any CPU tensor other tests left alive
+    # counting only what is passed (model: params + grads + buffers, optimizer state, input)
+    real = measure_peak_tensor_bytes(
+        lambda m, o, inp: run_training_steps(m, (inp,), o, steps=1), model, opt, x,
+        include_existing=False)
     assert real == expected
 
 
@@ -118,11 +123,14 @@ def test_timm_model_simulation_equals_real_cpu_run():
     model = timm.create_model("resnet18", pretrained=False)
     x = torch.randn(2, 3, 64, 64)
     model.eval()
-    real_inf = measure_peak_tensor_bytes(lambda: run_inference(model, (x,)))
+    real_inf = measure_peak_tensor_bytes(lambda m, inp: run_inference(m, (inp,)), model, x,
+                                         include_existing=False)
     model.train()
     opt = make_optimizer("adam", model.parameters(), foreach=False)
     run_training_steps(model, (x,), opt, steps=1)
-    real_train = measure_peak_tensor_bytes(lambda: run_training_steps(model, (x,), opt, steps=1))
+    real_train = measure_peak_tensor_bytes(
+        lambda m, o, inp: run_training_steps(m, (inp,), o, steps=1), model, opt, x,
+        include_existing=False)
     del model, opt
     inf = simulate_memory("timm:resnet18", batch_size=2, input_size=64, mode="infer")
     train = simulate_memory("timm:resnet18", batch_size=2, input_size=64, mode="train",
