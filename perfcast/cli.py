@@ -101,6 +101,21 @@ def devices(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
     out.print(t)
 
 
+def _print_summary(summary: dict, as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps(summary))
+    else:
+        out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+
+
+def _progress_bar(disable: bool):
+    """A rich progress bar on stderr (hidden for --json)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, disable=disable)
+
+
 def _split_list(text: Optional[str], cast=str) -> list:
     """``"1,4, 8"`` → ``[1, 4, 8]`` (commas or spaces)."""
     if not text:
@@ -139,8 +154,6 @@ def collect(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
     """Measure latency / step time, memory and energy on this machine into a resumable store."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from perfcast.devices import get_device
     from perfcast.profiler.collect import CollectSettings, Sweep, load_spec
     from perfcast.profiler.collect import collect as run_collect
@@ -173,8 +186,7 @@ def collect(
         torch_device="cuda" if get_device(device).kind == "gpu" else "cpu")
     configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
     store = MeasurementStore(db)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=False, disable=as_json) as prog:
+    with _progress_bar(disable=as_json) as prog:
         task = prog.add_task("measuring", total=None)
 
         def on_progress(i, n, cfg, m):
@@ -185,11 +197,8 @@ def collect(
         counts = run_collect(store, configs, settings, progress=on_progress)
     if export:
         store.export(export)
-    summary = {"db": db, "configs": len(configs), **counts, "rows_in_store": store.count()}
-    if as_json:
-        out.print_json(json.dumps(summary))
-    else:
-        out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    _print_summary({"db": db, "configs": len(configs), **counts,
+                    "rows_in_store": store.count()}, as_json)
 
 
 @app.command()
@@ -208,8 +217,6 @@ def corpus(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
     """Build an unlabeled graph corpus (graphs only) over timm families, sizes, batches, modes."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from perfcast.store.corpus import build_corpus, plan
 
     if workers < 1:
@@ -231,8 +238,7 @@ def corpus(
         idx = _Path(out_dir) / "index.csv"
         done = {r["key"] for r in _csv.DictReader(open(idx))} if idx.exists() else set()
         items = [it for it in items if cache_key(it.request()) not in done][:limit]
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, disable=as_json) as prog:
+    with _progress_bar(disable=as_json) as prog:
         task = prog.add_task("building graphs", total=None)
 
         def on_progress(i, n, row):
@@ -242,11 +248,7 @@ def corpus(
 
         counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout,
                               progress=on_progress)
-    summary = {"out": out_dir, "planned": len(items), **counts}
-    if as_json:
-        out.print_json(json.dumps(summary))
-    else:
-        out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    _print_summary({"out": out_dir, "planned": len(items), **counts}, as_json)
 
 
 @app.command()

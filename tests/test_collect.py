@@ -118,7 +118,7 @@ def test_collect_cli_real_measurement_and_rerun(tmp_path):
 def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     db = tmp_path / "m.db"
     args = [sys.executable, "-m", "perfcast", "collect", "--models", TINY,
-            "--batch-sizes", "1,2,3,4,5,6", "--input-sizes", "3,16,16", "--modes", "infer",
+            "--batch-sizes", "1,2,3,4,5,6,7,8", "--input-sizes", "3,16,16", "--modes", "infer",
             "--warmup", "1", "--iters", "2", "--cooldown", "0.3", "--db", str(db)]
     # a background job inherits an ignored SIGINT; give the child the normal Ctrl-C behaviour
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -133,12 +133,12 @@ def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     proc.wait(timeout=60)
     assert proc.returncode == 130, proc.stderr.read().decode()[-500:]
     partial = _db_rows(db)
-    assert 2 <= len(partial) < 6 and all(r[1] == "ok" for r in partial)
+    assert 2 <= len(partial) < 8 and all(r[1] == "ok" for r in partial)
     r = subprocess.run(args, capture_output=True, text=True, timeout=600,
                        env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr[-500:]
     rows = _db_rows(db)
-    assert len(rows) == 6 and len({k for k, _, _ in rows}) == 6
+    assert len(rows) == 8 and len({k for k, _, _ in rows}) == 8
     assert all(s == "ok" and n == 2 for _, s, n in rows)
 
 
