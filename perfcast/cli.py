@@ -230,14 +230,6 @@ def corpus(
         raise PerfcastError("input sizes and batch sizes must be positive")
     items = plan([f.strip() for f in families.split(",")] if families else None, variants,
                  sizes, batches, mode_list)
-    if limit is not None:
-        from perfcast.cache import cache_key
-        import csv as _csv
-        from pathlib import Path as _Path
-
-        idx = _Path(out_dir) / "index.csv"
-        done = {r["key"] for r in _csv.DictReader(open(idx))} if idx.exists() else set()
-        items = [it for it in items if cache_key(it.request()) not in done][:limit]
     with _progress_bar(disable=as_json) as prog:
         task = prog.add_task("building graphs", total=None)
 
@@ -246,7 +238,7 @@ def corpus(
                         description=f"{row['model']} b{row['batch_size']} {row['mode']}"
                         if row else "building graphs")
 
-        counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout,
+        counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout, limit=limit,
                               progress=on_progress)
     _print_summary({"out": out_dir, "planned": len(items), **counts}, as_json)
 

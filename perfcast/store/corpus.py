@@ -85,6 +85,12 @@ def _alarm(*_):
     raise _Timeout()
 
 
+def _worker_init() -> None:
+    """Workers die quietly on the pool's SIGTERM (the CLI's handler is for the parent only)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates us
+
+
 def _build_one(args: tuple[CorpusItem, str, int]) -> dict:
     item, out_dir, timeout = args
     from perfcast.cache import cache_key
@@ -113,9 +119,12 @@ def _build_one(args: tuple[CorpusItem, str, int]) -> dict:
 
 
 def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: int = 2,
-                 timeout_s: int = 300,
+                 timeout_s: int = 300, limit: int | None = None,
                  progress: Callable[[int, int, dict | None], None] | None = None) -> dict[str, int]:
-    """Build every item's graph not yet in ``out_dir``. Returns counts by status."""
+    """Build every item's graph not yet in ``out_dir`` (at most ``limit`` new ones).
+
+    Returns counts by status; ``skipped`` counts items already in the index.
+    """
     from perfcast.cache import cache_key
 
     out = Path(out_dir)
@@ -127,6 +136,8 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
             done = {r["key"] for r in csv.DictReader(f)}
     todo = [it for it in dict.fromkeys(items) if cache_key(it.request()) not in done]
     counts = {"skipped": len(items) - len(todo), "ok": 0, "failed": 0, "timeout": 0}
+    if limit is not None:
+        todo = todo[:limit]
     new_file = not index.exists()
     with open(index, "a", newline="") as f:
         w = csv.DictWriter(f, INDEX_FIELDS, extrasaction="ignore")
@@ -137,7 +148,7 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
         if not todo:
             return counts
         ctx = mp.get_context("fork")
-        with ctx.Pool(max(1, workers), maxtasksperchild=25) as pool:
+        with ctx.Pool(max(1, workers), initializer=_worker_init, maxtasksperchild=25) as pool:
             try:
                 for i, row in enumerate(pool.imap_unordered(
                         _build_one, [(it, str(out), timeout_s) for it in todo]), 1):
