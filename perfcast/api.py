@@ -1,7 +1,9 @@
-"""Python API. ``perfcast.load_graph`` mirrors ``perfcast inspect``."""
+"""Python API. ``perfcast.load_graph`` mirrors ``perfcast inspect``, ``perfcast.predict``
+``perfcast predict``."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError
@@ -48,3 +50,242 @@ def load_graph(model: Any, *, batch_size: int | None = None,
     bs = batch_size or (int(first.shape[0]) if isinstance(first, torch.Tensor) and first.dim() else 1)
     return graph_from_module(model, tuple(example_inputs), model_id=type(model).__name__,
                              batch_size=bs, mode=mode, precision=precision, optimizer=optimizer)
+
+
+# --------------------------------------------------------------------------------------------
+# predict
+# --------------------------------------------------------------------------------------------
+
+#: Batch size ``predict`` uses when none is given: 1 for inference, 32 for a training step.
+DEFAULT_BATCH = {"infer": 1, "train": 32}
+
+
+@dataclass
+class Prediction:
+    """One forecast. ``time_ms`` is per batch (latency or training step time, ms);
+    ``throughput_samples_per_s`` = batch ÷ time; ``memory_mb`` is the peak device memory (MiB);
+    ``energy_j`` is per batch (J) and ``power_w`` its mean power (W). A value no predictor can give
+    is ``None`` and ``notes`` says why. ``predictor`` / ``trained_on`` map each target to the
+    predictor that answered it and the data it learned from."""
+
+    model: str
+    device: str
+    mode: str
+    precision: str
+    batch_size: int
+    input_size: list[int] | None = None
+    seq_len: int | None = None
+    time_ms: float | None = None
+    throughput_samples_per_s: float | None = None
+    memory_mb: float | None = None
+    energy_j: float | None = None
+    power_w: float | None = None
+    predictor: dict[str, str] = field(default_factory=dict)
+    trained_on: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _learning_graph(model: Any, input_size, seq_len, example_inputs, use_cache: bool):
+    """Forward fp32 graph at the reference batch (see perfcast.predictors.graphs)."""
+    from perfcast.predictors.graphs import REF_BATCH
+
+    if isinstance(model, str):
+        return load_graph(model, batch_size=REF_BATCH, input_size=input_size, seq_len=seq_len,
+                          mode="infer", precision="fp32", use_cache=use_cache)
+    if example_inputs is not None:  # keep the user's example batch; features rescale to batch
+        return load_graph(model, example_inputs=example_inputs, mode="infer", precision="fp32")
+    return load_graph(model, batch_size=REF_BATCH, input_size=input_size, mode="infer",
+                      precision="fp32")
+
+
+def predict(model: Any, *, device: str, batch_size: int | None = None,
+            input_size: tuple[int, ...] | str | None = None, seq_len: int | None = None,
+            mode: str = "infer", precision: str | None = None, optimizer: str = "sgd-momentum",
+            predictor: str | None = None, example_inputs: tuple | None = None,
+            use_cache: bool = True) -> Prediction:
+    """Forecast time, memory and energy of ``model`` on ``device``.
+
+    ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx`` …) or an
+    ``nn.Module`` with ``example_inputs`` or ``input_size``. ``predictor``: a registry name to
+    pick among the shipped models (e.g. ``xgboost``, ``dippm``, ``roofline``) or the directory of a
+    saved predictor (``perfcast train`` output). ``precision=None``: the precision perfcast has
+    measurements for on that device and mode when there is exactly one (e.g. ``amp`` for the RTX
+    3090 training data), else ``fp32`` — a note says which was used. Devices without labeled data fall back to the
+    roofline (time) and the tensor-memory simulation (memory), and say so in ``notes``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from perfcast.devices import get_device
+    from perfcast.frontends import MODES, PRECISIONS, parse_input_size
+    from perfcast.predictors import shipped
+    from perfcast.predictors.features import (TARGETS, FeatureSet, GraphSummary, graph_data,
+                                              static_features)
+
+    dev = get_device(device)
+    if mode not in MODES:
+        raise PerfcastError(f"unknown mode {mode!r} (use {' or '.join(MODES)})")
+    auto_note = None
+    if precision is None:
+        measured = sorted({e["precision"] for e in shipped.manifest()
+                           if (e["device"], e["mode"]) == (dev.key, mode)})
+        precision = measured[0] if len(measured) == 1 else "fp32"
+        if measured:
+            auto_note = (f"precision: {precision} (what the {dev.key} {mode} measurements used"
+                         f"{'; measured: ' + ', '.join(measured) if len(measured) > 1 else ''}; "
+                         f"pass --precision to choose)")
+    if precision not in PRECISIONS:
+        raise PerfcastError(f"unknown precision {precision!r} (use {', '.join(PRECISIONS)})")
+    if batch_size is None:
+        batch_size = DEFAULT_BATCH[mode]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
+    if isinstance(input_size, str):
+        input_size = parse_input_size(input_size)
+    graph = _learning_graph(model, input_size, seq_len, example_inputs, use_cache)
+    label = model if isinstance(model, str) else type(model).__name__
+    shape = list(graph.meta.input_shapes[0][1:]) if graph.meta.input_shapes else None
+    out = Prediction(model=label, device=dev.key, mode=mode, precision=precision,
+                     batch_size=batch_size, input_size=list(input_size) if input_size else shape,
+                     seq_len=seq_len)
+    if auto_note:
+        out.notes.append(auto_note)
+    summary = GraphSummary.of(graph)
+    gcache: list = []
+
+    def gdata():  # the PyG graph, built only for predictors that read it
+        if not gcache:
+            gcache.append(graph_data(graph))
+        return gcache[0]
+
+    memsim_cache: dict[str, float | None] = {}
+
+    def memsim() -> float | None:
+        if "v" not in memsim_cache:
+            memsim_cache["v"] = None
+            if not isinstance(model, str) or model.lower().endswith(".onnx"):
+                out.notes.append("tensor-memory simulation needs a PyTorch model spec "
+                                 "(not available for ONNX files or in-process modules)")
+            else:
+                from perfcast.predictors.data import MemsimCache
+
+                rec = {"model": model, "mode": mode, "batch_size": batch_size, "seq_len": seq_len,
+                       "input_size": (",".join(map(str, input_size)) if input_size else
+                                      None if model.startswith("hf:") or seq_len else
+                                      ",".join(map(str, out.input_size)) if out.input_size
+                                      else None),
+                       "optimizer": optimizer, "precision": precision}
+                cache = MemsimCache() if use_cache else None
+                try:
+                    memsim_cache["v"] = (cache.get(rec, strict=True) if cache is not None
+                                         else MemsimCache.simulate(rec))
+                except PerfcastError as exc:
+                    out.notes.append(f"tensor-memory simulation failed: {exc}")
+        return memsim_cache["v"]
+
+    def one_record(with_memsim: bool, need_graph: bool = True) -> FeatureSet:
+        mem = memsim() if with_memsim else None
+        st = static_features(summary, batch_size, mode, precision,
+                             optimizer if mode == "train" else None, mem)
+        rows = pd.DataFrame([{"model": label, "family": "", "device": dev.key, "mode": mode,
+                              "precision": precision, "batch_size": batch_size,
+                              "optimizer": optimizer if mode == "train" else None}])
+        return FeatureSet(rows=rows, static=st[None, :], graph_index=np.zeros(1, np.int64),
+                          graphs=[gdata() if need_graph else None], y=np.full((1, len(TARGETS)), np.nan),
+                          summaries=[summary])
+
+    def run(pred, with_memsim: bool, target: str) -> float | None:
+        values = pred.predict(one_record(with_memsim, pred.uses_graphs))
+        v = float(values[0, pred.targets_.index(target)])
+        return v if np.isfinite(v) and v > 0 else None
+
+    user_pred = None
+    if predictor and _looks_like_path(predictor):
+        from perfcast.predictors import load_predictor
+
+        user_pred = load_predictor(predictor)
+        devs = user_pred.trained_on_.get("device") or []
+        if devs and dev.key not in devs:
+            out.notes.append(f"{predictor} was trained on {', '.join(devs)}, not {dev.key}")
+
+    desc = f"{dev.key} {mode} {precision}"
+    for target in TARGETS:
+        value = None
+        if user_pred is not None and target in user_pred.targets_:
+            value = run(user_pred, bool(user_pred.trained_on_.get("memsim")), target)
+            out.predictor[target] = f"{user_pred.name} ({predictor})"
+            out.trained_on[target] = user_pred.trained_on_
+        else:
+            name = None if user_pred is not None else predictor
+            if name == "roofline" and target != "time_ms":
+                name = None  # the roofline answers time only; other targets use the default
+            entry = shipped.find(dev.key, mode, precision, target, predictor=name)
+            if entry is None and name and name != "roofline":
+                if shipped.find(dev.key, mode, precision, target):
+                    out.notes.append(f"{target}: no shipped {name!r} model for {desc}; "
+                                     f"used the default one")
+                entry = shipped.find(dev.key, mode, precision, target)
+            if entry is not None and entry.get("memsim") and memsim() is None:
+                alt = [e for e in shipped.manifest() if not e.get("memsim") and
+                       (e["device"], e["mode"], e["precision"]) == (dev.key, mode, precision)
+                       and target in e["targets"]]
+                entry = alt[0] if alt else None
+            if entry is not None and name != "roofline":
+                pred = shipped.load_entry(entry)
+                value = run(pred, bool(entry.get("memsim")), target)
+                out.predictor[target] = pred.name
+                out.trained_on[target] = pred.trained_on_
+            elif target == "time_ms":
+                from perfcast.predictors import create_predictor
+
+                rf = create_predictor("roofline")
+                fs = one_record(False)
+                rf.fit(fs, targets=["time_ms"])
+                value = run(rf, False, target)
+                out.predictor[target] = "roofline"
+                if name != "roofline":
+                    out.notes.append(f"time_ms: no labeled data for {desc} — roofline estimate "
+                                     f"(Σ max(FLOPs/peak, bytes/bandwidth) + launch overhead; "
+                                     f"an optimistic bound, typically far below measured time)")
+                if value is None:
+                    out.notes.append(f"time_ms: the device registry has no peak FLOP/s or "
+                                     f"bandwidth for {dev.key}")
+            elif target == "memory_mb":
+                value = memsim()
+                if value is not None:
+                    out.predictor[target] = "simulation"
+                    out.notes.append(f"memory_mb: no learned memory model for {desc} — "
+                                     f"tensor-memory simulation (live tensors only; the CUDA "
+                                     f"context, allocator caching and workspaces come on top)")
+                else:
+                    out.notes.append("memory_mb: no learned memory model for "
+                                     f"{desc} and no simulation")
+            else:  # energy
+                out.notes.append(f"energy_j: no energy measurements for {desc} in the "
+                                 f"training data, so no energy model")
+        setattr(out, target, value)
+    learned = [t for t, n in out.predictor.items() if n not in ("roofline", "simulation")]
+    if learned and user_pred is None:
+        from perfcast.frontends import split_spec
+
+        kind = split_spec(model)[0] if isinstance(model, str) else "module"
+        if kind not in ("timm", "torchvision"):
+            out.notes.append(f"{', '.join(learned)}: the shipped predictors learned from timm / "
+                             f"torchvision image models; a {kind} model is outside that domain — "
+                             f"treat the value as a rough estimate")
+    if out.time_ms:
+        out.throughput_samples_per_s = batch_size / out.time_ms * 1e3
+    if out.energy_j and out.time_ms:
+        out.power_w = out.energy_j / (out.time_ms / 1e3)
+    else:
+        out.notes.append("power_w: needs an energy prediction")
+    return out
+
+
+def _looks_like_path(text: str) -> bool:
+    import os
+
+    return os.sep in text or text.startswith(".") or os.path.isdir(text)

@@ -279,6 +279,248 @@ def memory(
     out.print(t)
 
 
+def _parse_params(items: Optional[list[str]], names: list[str]) -> dict[str, dict]:
+    """``["dippm.epochs=40", "mlp.lr=0.001"]`` → ``{"dippm": {"epochs": 40}, "mlp": {"lr": 0.001}}``
+    (values are JSON when they parse as JSON, else strings)."""
+    out: dict[str, dict] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        pname, dot, hp = key.strip().partition(".")
+        if not sep or not dot or not pname or not hp:
+            raise PerfcastError(f"--param {item!r}: use PREDICTOR.KEY=VALUE, e.g. dippm.epochs=40")
+        if pname not in names:
+            raise PerfcastError(f"--param {item!r}: {pname} is not among the evaluated predictors "
+                                f"({', '.join(names)})")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        out.setdefault(pname, {})[hp.strip()] = value
+    return out
+
+
+def _pm(d: dict, key: str, digits: int = 2, std: bool = True) -> str:
+    v, s = d.get(key), d.get(f"{key}_std")
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}" + (f" ± {s:,.{digits}f}" if std and s is not None else "")
+
+
+@app.command()
+def evaluate(
+    task: str = typer.Option(..., "--task", "-t", help="a, b, b-pt291, rtx3090-infer, c-i9, c-i7, "
+                                                       "d or e (perfcast.evaluation.tasks)."),
+    split: str = typer.Option(..., "--split", "-s", help="random, family-mc or unseen-family."),
+    predictors: Optional[str] = typer.Option(
+        None, "--predictors", "-p",
+        help="Comma-separated predictor names (default: the task's, e.g. dippm,nnlqp,mlp,xgboost,roofline)."),
+    seeds: Optional[str] = typer.Option(
+        None, "--seeds", help="Comma-separated split seeds (default 1337-1341; unseen-family 1337)."),
+    out_dir: str = typer.Option("reports/eval", "--out",
+                                help="Report root: writes <out>/<task>/<split>/."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes building missing graphs."),
+    param: Optional[list[str]] = typer.Option(
+        None, "--param", help="Hyper-parameter PREDICTOR.KEY=VALUE (repeatable), e.g. dippm.epochs=40."),
+    folds: int = typer.Option(5, "--folds", help="K of the unseen-family split."),
+    no_build: bool = typer.Option(
+        False, "--no-build",
+        help="Do not build missing graphs: records without a graph are dropped (counted)."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots."),
+    as_json: bool = typer.Option(False, "--json", help="Print the overall metrics as JSON."),
+):
+    """Fit predictors on model-grouped splits of a task, score the test parts and write a report
+    (metrics, per-family tables, predictions, plots, summary.md) under <out>/<task>/<split>/."""
+    from perfcast.evaluation import SPLITS, get_task
+    from perfcast.evaluation import evaluate as run_evaluate
+    from perfcast.evaluation.run import check_predictors
+
+    tsk = get_task(task)
+    if split not in SPLITS:
+        raise PerfcastError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
+    if workers < 1:
+        raise PerfcastError(f"workers must be ≥ 1, got {workers}")
+    seed_list = _split_list(seeds, int)
+    names = ([p.strip() for p in predictors.split(",") if p.strip()] if predictors
+             else list(tsk.default_predictors))
+    hp = _parse_params(param, names)
+    specs = [(n, hp.get(n, {})) for n in names]
+    # one-line errors (unknown predictor / hyper-parameter) before any work
+    check_predictors(specs, tsk.targets, explicit=predictors is not None)
+    with _progress_bar(disable=as_json) as prog:
+        bars: dict[str, int] = {}
+
+        def on_progress(stage: str, i: int, n: int) -> None:
+            kind, _, what = stage.partition(" ")
+            bar = {"graphs": "data", "features": "data"}.get(kind, kind)
+            if bar not in bars:
+                bars[bar] = prog.add_task(bar, total=None)
+            desc = {"graphs": "building graphs", "features": "features"}.get(
+                kind, f"{kind} {what}".strip())
+            prog.update(bars[bar], total=n, completed=i, description=desc)
+
+        res = run_evaluate(tsk, split, specs, seed_list or None, out_dir, on_progress,
+                           build_missing=not no_build, workers=workers, k=folds,
+                           strict=predictors is not None, plots=not no_plots)
+    for p, msg in res.failures.items():
+        err.print(f"warning: {p} failed ({msg}); left out of the report", highlight=False,
+                  markup=False)
+    if as_json:
+        from perfcast.evaluation.report import run_json
+
+        out.print_json(json.dumps({**run_json(res), "out": str(res.out_dir)}))
+        return
+    for t in res.targets:
+        tb = Table(title=f"task {res.task_name} · {split} · {t} "
+                         f"(mean ± std over {len(res.seeds)} seed(s))")
+        for col in ("predictor", "n", "MAPE %", "fam-avg MAPE %", "RMSE", "Kendall τ", "Acc(10%) %"):
+            tb.add_column(col)
+        for d in res.overall():
+            if d["target"] == t:
+                tb.add_row(d["predictor"], _pm(d, "n", 0, std=False), _pm(d, "mape"),
+                           _pm(d, "mape_macro"), _pm(d, "rmse", 1), _pm(d, "kendall", 3),
+                           _pm(d, "acc10", 1))
+        out.print(tb)
+    out.print(f"records {len(res.data.fs):,}, models {len(set(res.groups.tolist())):,}, "
+              f"families {len(set(res.data.fs.families().tolist())):,}; report: {res.out_dir}")
+
+
+@app.command()
+def predict(
+    model: str = typer.Argument(..., help="timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
+                                          "path/to/model.onnx or module.path:callable"),
+    device: str = typer.Option(..., "--device", "-d", help="Device key (perfcast devices)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b",
+                                             help="Batch size (default 1 for infer, 32 for train)."),
+    input_size: Optional[str] = typer.Option(None, "--input-size", help="Per-sample input shape C,H,W."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Sequence length (text models)."),
+    mode: str = typer.Option("infer", "--mode", help="infer or train."),
+    precision: Optional[str] = typer.Option(
+        None, "--precision", help="fp32, amp, fp16 or bf16 (default: the precision measured on that "
+                                  "device and mode, else fp32)."),
+    optimizer: str = typer.Option("sgd-momentum", "--optimizer", help="Training optimizer."),
+    predictor: Optional[str] = typer.Option(
+        None, "--predictor", help="Shipped predictor kind (dippm, xgboost, roofline, …) or the "
+                                  "directory of a predictor saved by perfcast train."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Rebuild the graph."),
+):
+    """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
+    device. Devices without labeled data fall back to the roofline and the memory simulation."""
+    from perfcast.api import predict as api_predict
+
+    if batch_size is not None and batch_size <= 0:
+        raise PerfcastError(f"batch size must be a positive integer, got {batch_size}")
+    p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
+                    seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
+                    predictor=predictor, use_cache=not no_cache)
+    if as_json:
+        out.print_json(json.dumps(p.to_dict()))
+        return
+    t = Table(title=f"{p.model} on {p.device} — {p.mode}, {p.precision}, batch {p.batch_size}",
+              show_header=True)
+    t.add_column("quantity")
+    t.add_column("prediction", justify="right")
+    t.add_column("predictor")
+
+    def val(v, fmt):
+        return "—" if v is None else fmt.format(v)
+
+    t.add_row("time per batch", val(p.time_ms, "{:,.3f} ms"), p.predictor.get("time_ms", "—"))
+    t.add_row("throughput", val(p.throughput_samples_per_s, "{:,.1f} samples/s"), "")
+    t.add_row("peak memory", val(p.memory_mb, "{:,.0f} MiB"), p.predictor.get("memory_mb", "—"))
+    t.add_row("energy per batch", val(p.energy_j, "{:,.3f} J"), p.predictor.get("energy_j", "—"))
+    t.add_row("mean power", val(p.power_w, "{:,.1f} W"), "")
+    out.print(t)
+    for target, prov in p.trained_on.items():
+        if isinstance(prov, dict) and prov.get("records"):
+            src = ", ".join(prov.get("source", [])[:3])
+            n = prov["records"] + prov.get("early_stopping_records", 0)
+            out.print(f"[dim]{target}: trained on {n:,} records "
+                      f"({prov.get('families', '?')} families){': ' + src if src else ''}[/dim]",
+                      highlight=False)
+    for n in p.notes:
+        out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
+
+
+@app.command()
+def train(
+    recipe: Optional[str] = typer.Option(
+        None, "--recipe", help="Train a recipe's models (e.g. default: the shipped predictors)."),
+    init_from: Optional[str] = typer.Option(
+        None, "--init-from", help="Fine-tune this saved predictor (directory) or shipped model id."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="Labeled records: measurement store (.db / URL) or CSV/Parquet in the "
+                             "dataset schema (model, device, mode, precision, batch_size, time_ms …)."),
+    predictor: str = typer.Option("xgboost", "--predictor", help="Predictor to train on --data."),
+    out_dir: Optional[str] = typer.Option(None, "--out", help="Output directory."),
+    device: Optional[str] = typer.Option(None, "--device", help="Only records of this device."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs (learned GNN/MLP predictors)."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes building graphs."),
+    only: Optional[str] = typer.Option(None, "--only", help="Recipe: comma-separated entry ids."),
+    list_models: bool = typer.Option(False, "--list", help="List the shipped models and exit."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """Train predictors: `--recipe default` rebuilds the shipped models; `--data D --out DIR`
+    trains a predictor on your records; `--init-from M --data D --out DIR` fine-tunes a saved or
+    shipped predictor on your measurements (a few dozen are enough to adapt it)."""
+    from perfcast.predictors import train as T
+    from perfcast.predictors.shipped import manifest
+
+    if list_models:
+        rows = manifest()
+        if as_json:
+            out.print_json(json.dumps(rows))
+            return
+        t = Table("id", "device", "mode", "precision", "targets", "predictor", "records")
+        for e in rows:
+            t.add_row(e["id"], e["device"], e["mode"], e["precision"], ",".join(e["targets"]),
+                      e["predictor"], str(e.get("trained_on", {}).get("records", "")))
+        out.print(t)
+        return
+    if workers < 1:
+        raise PerfcastError(f"workers must be ≥ 1, got {workers}")
+    if epochs is not None and epochs <= 0:
+        raise PerfcastError(f"epochs must be positive, got {epochs}")
+    with _progress_bar(disable=as_json) as prog:
+        bars: dict[str, int] = {}
+
+        def on_progress(stage: str, i: int, n: int) -> None:
+            if stage not in bars:
+                bars[stage] = prog.add_task(stage, total=None)
+            prog.update(bars[stage], total=n, completed=i)
+
+        if recipe:
+            if init_from or data:
+                raise PerfcastError("--recipe trains from the public data; drop --init-from/--data")
+            res = T.train_recipe(recipe, out_dir=out_dir, workers=workers,
+                                 only=_split_list(only) or None, progress=on_progress)
+            summary = {"recipe": recipe, "out": str(res["out"]), "models": len(res["models"]),
+                       "seconds": res["seconds"]}
+        elif init_from:
+            if not data or not out_dir:
+                raise PerfcastError("--init-from needs --data (your measurements) and --out DIR")
+            pred, fs = T.fine_tune(init_from, data, out_dir, device=device, epochs=epochs,
+                                   workers=workers, progress=on_progress)
+            summary = {"predictor": pred.name, "init_from": init_from, "records": len(fs),
+                       "targets": pred.targets_, "out": out_dir}
+        elif data:
+            if not out_dir:
+                raise PerfcastError("--data needs --out DIR (where the trained predictor goes)")
+            df = T.load_training_data(data)
+            if device:
+                df = df[df["device"].astype(str) == device]
+            params = {"epochs": epochs} if epochs else None
+            pred, fs = T.fit_frame(df, predictor, params=params, workers=workers,
+                                   progress=on_progress)
+            pred.save(out_dir)
+            summary = {"predictor": pred.name, "records": len(fs), "targets": pred.targets_,
+                       "out": out_dir}
+        else:
+            raise PerfcastError("give --recipe NAME, --data D --out DIR, or --init-from M --data D "
+                                "--out DIR (see perfcast train --help)")
+    _print_summary(summary, as_json)
+
+
 @app.command()
 def version():
     """Print perfcast's version."""

@@ -1,0 +1,313 @@
+"""The estimator contract every predictor follows, and its portable file format.
+
+Like scikit-learn: ``__init__`` only stores hyper-parameters (no work, no validation);
+``fit(train, valid=None)`` learns from a :class:`~perfcast.predictors.features.FeatureSet`
+and returns ``self``; ``predict(data)`` returns ``[n, len(targets_)]`` in the targets' units
+(ms, MiB, J). Fitted attributes end with ``_``.
+
+A saved predictor is a directory: ``config.json`` (name, hyper-parameters, targets, feature
+layout, training provenance, extra JSON state) + ``weights.safetensors`` (all tensors). No
+pickle. Loading checks the feature-layout version and fails with a clear message when it does
+not match this perfcast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from perfcast.errors import PerfcastError
+from perfcast.predictors.features import FEATURE_LAYOUT_VERSION, FeatureSet
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "weights.safetensors"
+FORMAT_VERSION = "1"
+
+
+class Predictor:
+    """Base class. Subclasses set ``name``, define ``_fit`` / ``_predict`` and (if they hold
+    tensors or JSON state) ``_state`` / ``_set_state``."""
+
+    name: ClassVar[str] = ""
+    #: Targets it can learn (a subset of ``features.TARGETS``); ``None`` = any.
+    supported_targets: ClassVar[tuple[str, ...] | None] = None
+    #: Does it learn from labels? (``roofline`` does not.)
+    learns: ClassVar[bool] = True
+    #: Does it read ``FeatureSet.graphs``? (Static-feature predictors do not; ``perfcast
+    #: predict`` then skips building the PyG graph.)
+    uses_graphs: ClassVar[bool] = True
+
+    def __init__(self, **params: Any) -> None:
+        self.params = dict(params)
+
+    # -- sklearn-style parameter access ---------------------------------------------------
+    #: Hyper-parameters every learned predictor has. ``per_sample_time``: learn ``time_ms`` per
+    #: sample (÷ batch size) and multiply back at prediction. The public benchmarks measure each
+    #: model at one batch size only (the largest that fits), so batch and model size are
+    #: confounded; a per-sample target makes "time grows with batch" the prior instead of
+    #: something a tree or network has to discover (see BENCHMARKS.md).
+    COMMON_PARAMS: ClassVar[dict[str, Any]] = {"per_sample_time": False}
+
+    def get_params(self) -> dict[str, Any]:
+        return {**self.known_params(), **self.params}
+
+    @classmethod
+    def known_params(cls) -> dict[str, Any]:
+        """Every hyper-parameter with its default (the class's and the common ones)."""
+        return {**(cls.COMMON_PARAMS if cls.learns else {}), **cls.default_params()}
+
+    def set_params(self, **params: Any) -> Predictor:
+        self.params.update(params)
+        return self
+
+    @classmethod
+    def default_params(cls) -> dict[str, Any]:
+        return {}
+
+    def p(self, key: str) -> Any:
+        return self.get_params()[key]
+
+    # -- contract -----------------------------------------------------------------------------
+    def fit(self, train: FeatureSet, valid: FeatureSet | None = None, *,
+            targets: list[str] | None = None, progress=None) -> Predictor:
+        """Learn ``targets`` (default: every target ``train`` has labels for)."""
+        _check_set(train, "training")
+        unknown = set(self.get_params()) - set(self.known_params())
+        if unknown:
+            raise PerfcastError(f"{self.name}: unknown hyper-parameter(s) {sorted(unknown)} "
+                                f"(known: {sorted(self.known_params())})")
+        targets = list(targets) if targets else train.labeled_targets()
+        if self.supported_targets is not None:
+            targets = [t for t in targets if t in self.supported_targets]
+        if not targets:
+            raise PerfcastError(f"{self.name}: no labeled target to learn in {len(train)} records")
+        labeled = set(train.labeled_targets())
+        for t in targets:
+            if t not in train.target_names:
+                raise PerfcastError(f"{self.name}: unknown target {t!r}")
+            if self.learns and t not in labeled:
+                raise PerfcastError(f"{self.name}: no label for target {t!r} in the training data")
+        self.targets_ = targets
+        self.static_names_ = list(train.static_names)
+        self.layout_ = train.layout
+        self.history_: list[dict[str, float]] = []
+        self.trained_on_: dict[str, Any] = _provenance(train)
+        self._fit(self._per_sample(train), self._per_sample(valid) if valid is not None else None,
+                  progress)
+        return self
+
+    def _time_scale(self, data: FeatureSet) -> np.ndarray | None:
+        """Batch size per record when ``time_ms`` is learned per sample, else ``None``."""
+        if not (self.learns and self.get_params().get("per_sample_time")):
+            return None
+        if "batch_size" not in data.rows.columns:
+            raise PerfcastError(f"{self.name}: records need a batch_size")
+        return data.rows["batch_size"].to_numpy(dtype=np.float64)
+
+    def _per_sample(self, data: FeatureSet) -> FeatureSet:
+        b = self._time_scale(data)
+        if b is None or "time_ms" not in data.target_names:
+            return data
+        out = data.subset(np.arange(len(data)))
+        out.y = data.y.copy()
+        out.y[:, data.target_names.index("time_ms")] /= b
+        return out
+
+    def predict(self, data: FeatureSet) -> np.ndarray:
+        """``[len(data), len(targets_)]`` predictions (ms, MiB, J)."""
+        if not hasattr(self, "targets_"):
+            raise PerfcastError(f"{self.name}: predictor is not fitted (call fit or load)")
+        _check_set(data, "prediction", require_labels=False)
+        if list(data.static_names) != list(self.static_names_):
+            raise PerfcastError(f"{self.name}: feature set has other static features than the "
+                                f"ones this predictor was trained on")
+        if len(data) == 0:
+            return np.zeros((0, len(self.targets_)))
+        out = np.asarray(self._predict(data), dtype=np.float64).reshape(len(data), -1)
+        b = self._time_scale(data)
+        if b is not None and "time_ms" in self.targets_:
+            out[:, self.targets_.index("time_ms")] *= b
+        return out
+
+    def _fit(self, train: FeatureSet, valid: FeatureSet | None, progress) -> None:
+        raise NotImplementedError
+
+    def _predict(self, data: FeatureSet) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- persistence ------------------------------------------------------------------------
+    def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(tensors, json_state)`` of a fitted predictor (tensors: name → torch.Tensor or
+        numpy array)."""
+        return {}, {}
+
+    def _set_state(self, tensors: dict[str, Any], state: dict[str, Any]) -> None:
+        pass
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``path/config.json`` + ``path/weights.safetensors`` atomically."""
+        if not hasattr(self, "targets_"):
+            raise PerfcastError(f"{self.name}: cannot save an unfitted predictor")
+        import torch
+        from safetensors.torch import save_file
+
+        tensors, state = self._state()
+        tensors = {k: (torch.as_tensor(np.ascontiguousarray(v)) if isinstance(v, np.ndarray)
+                       else v.detach().cpu().contiguous()) for k, v in tensors.items()}
+        config = {"format": FORMAT_VERSION, "predictor": self.name,
+                  "params": _jsonable(self.get_params()), "targets": self.targets_,
+                  "feature_layout": self.layout_, "static_names": self.static_names_,
+                  "trained_on": self.trained_on_, "history": self.history_,
+                  "state": _jsonable(state)}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+            save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"predictor": self.name,
+                                                                   "feature_layout": self.layout_})
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Predictor:
+        """Load a saved predictor (any registered kind when called on the base class)."""
+        from perfcast.predictors import get_predictor_class
+
+        path = Path(path)
+        cfg_path = path / CONFIG_FILE
+        if not cfg_path.exists():
+            raise PerfcastError(f"{path}: not a saved perfcast predictor (no {CONFIG_FILE})")
+        try:
+            cfg = json.loads(cfg_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise PerfcastError(f"{cfg_path}: unreadable predictor config ({exc})") from None
+        if cfg.get("feature_layout") != FEATURE_LAYOUT_VERSION:
+            raise PerfcastError(
+                f"{path}: predictor was trained on feature layout {cfg.get('feature_layout')!r}, "
+                f"this perfcast computes {FEATURE_LAYOUT_VERSION!r} — retrain it "
+                f"(perfcast train) or use the perfcast version that wrote it")
+        klass = get_predictor_class(cfg.get("predictor", ""))
+        if cls is not Predictor and not issubclass(klass, cls):
+            raise PerfcastError(f"{path}: holds a {klass.name!r} predictor, not {cls.name!r}")
+        obj = klass(**cfg.get("params", {}))
+        obj.targets_ = list(cfg["targets"])
+        obj.static_names_ = list(cfg["static_names"])
+        obj.layout_ = cfg["feature_layout"]
+        obj.trained_on_ = cfg.get("trained_on", {})
+        obj.history_ = cfg.get("history", [])
+        tensors: dict[str, Any] = {}
+        wpath = path / WEIGHTS_FILE
+        if wpath.exists():
+            from safetensors import SafetensorError
+            from safetensors.torch import load_file
+
+            try:
+                tensors = load_file(str(wpath))
+            except (SafetensorError, OSError) as exc:
+                raise PerfcastError(f"{wpath}: corrupt weights file ({exc})") from None
+        obj._set_state(tensors, cfg.get("state", {}))
+        return obj
+
+    def __repr__(self) -> str:
+        ps = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({ps})"
+
+
+def _check_set(data: FeatureSet, what: str, require_labels: bool = True) -> None:
+    if not isinstance(data, FeatureSet):
+        raise PerfcastError(f"{what} data must be a perfcast FeatureSet, got {type(data).__name__}")
+    if data.layout != FEATURE_LAYOUT_VERSION:
+        raise PerfcastError(f"{what} data has feature layout {data.layout!r}, expected "
+                            f"{FEATURE_LAYOUT_VERSION!r}")
+    if require_labels and len(data) == 0:
+        raise PerfcastError(f"{what} data is empty")
+
+
+def _provenance(train: FeatureSet) -> dict[str, Any]:
+    rows = train.rows
+    out: dict[str, Any] = {"records": int(len(train)), "graphs": int(len(set(train.graph_index.tolist())))}
+    for col in ("device", "mode", "precision", "source"):
+        if col in rows.columns:
+            out[col] = sorted(map(str, rows[col].dropna().unique()))
+    if "family" in rows.columns:
+        out["families"] = int(rows["family"].nunique())
+    if "has_memsim" in train.static_names and len(train):
+        out["memsim"] = bool(train.static[:, list(train.static_names).index("has_memsim")].mean() > 0.5)
+    out["labels"] = {t: int(np.isfinite(train.y[:, j]).sum()) for j, t in enumerate(train.target_names)}
+    return out
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None  # strict JSON has no NaN / inf
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+# -- helpers shared by learned predictors ---------------------------------------------------
+
+class TargetScaler:
+    """Standardisation of targets, per target, statistics from the training labels only (NaN
+    labels ignored). ``log=True`` (the default everywhere): ``z = (log(y) - mean) / std`` — a
+    squared or Huber loss on ``z`` is then a loss on the *relative* error, what MAPE measures;
+    ``log=False``: ``z = (y - mean) / std`` (absolute error; kept for the ablation in
+    BENCHMARKS.md)."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, log: bool = True) -> None:
+        self.mean = np.asarray(mean, np.float64)
+        self.std = np.asarray(std, np.float64)
+        self.log = bool(log)
+
+    @classmethod
+    def fit(cls, y: np.ndarray, log: bool = True) -> TargetScaler:
+        ly = np.where(y > 0, y, np.nan)
+        ly = np.log(ly) if log else ly
+        mean = np.nan_to_num(np.nanmean(ly, axis=0)) if np.isfinite(ly).any() else np.zeros(y.shape[1])
+        std = np.nanstd(ly, axis=0) if np.isfinite(ly).any() else np.ones(y.shape[1])
+        std = np.where(np.isfinite(std) & (std > 1e-6), std, 1.0)
+        return cls(mean, std, log)
+
+    def transform(self, y: np.ndarray) -> np.ndarray:
+        v = np.where(y > 0, y, np.nan)
+        return ((np.log(v) if self.log else v) - self.mean) / self.std
+
+    def inverse(self, z: np.ndarray) -> np.ndarray:
+        v = np.asarray(z, np.float64) * self.std + self.mean
+        if self.log:
+            return np.exp(v)
+        return np.maximum(v, 1e-6)  # a linear-space model may predict ≤ 0; times are > 0
+
+
+class FeatureScaler:
+    """Standardisation of static features (statistics from training records only)."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray) -> None:
+        self.mean = np.asarray(mean, np.float32)
+        self.std = np.asarray(std, np.float32)
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> FeatureScaler:
+        std = x.std(axis=0)
+        return cls(x.mean(axis=0), np.where(std > 1e-6, std, 1.0))
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean) / self.std).astype(np.float32)

@@ -1,0 +1,73 @@
+"""The predictors shipped inside the package (``perfcast/predictors/shipped/``).
+
+``manifest.json`` lists one entry per trained model: ``id``, ``device``, ``mode``,
+``precision``, ``targets``, ``predictor`` (registry name), ``path`` (directory beside the
+manifest), ``memsim`` (the model reads the tensor-memory simulation), ``trained_on``.
+Rebuilt by ``perfcast train --recipe default`` (see :mod:`perfcast.predictors.train`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import PerfcastError
+
+SHIPPED_DIR = Path(__file__).parent / "shipped"
+MANIFEST = "manifest.json"
+
+
+def shipped_dir() -> Path:
+    """``$PERFCAST_SHIPPED_DIR`` or the package's ``shipped/`` directory."""
+    env = os.environ.get("PERFCAST_SHIPPED_DIR")
+    return Path(env) if env else SHIPPED_DIR
+
+
+def manifest(root: Path | None = None) -> list[dict[str, Any]]:
+    """Entries of the shipped manifest (empty when nothing is shipped)."""
+    root = root or shipped_dir()
+    path = root / MANIFEST
+    if not path.exists():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PerfcastError(f"{path}: unreadable manifest ({exc})") from None
+    return list(doc.get("models", []))
+
+
+def find(device: str, mode: str, precision: str, target: str,
+         predictor: str | None = None, root: Path | None = None) -> dict[str, Any] | None:
+    """The shipped entry answering ``target`` for (device, mode, precision) — the first listed
+    (the recipe lists the evaluation's winner first) or the one of kind ``predictor``."""
+    for e in manifest(root):
+        if (e["device"], e["mode"], e["precision"]) != (device, mode, precision):
+            continue
+        if target not in e["targets"]:
+            continue
+        if predictor and e["predictor"] != predictor:
+            continue
+        return e
+    return None
+
+
+def coverage(root: Path | None = None) -> list[tuple[str, str, str, str, str]]:
+    """``(device, mode, precision, target, predictor)`` for every shipped model."""
+    return [(e["device"], e["mode"], e["precision"], t, e["predictor"])
+            for e in manifest(root) for t in e["targets"]]
+
+
+@lru_cache(maxsize=64)
+def _load(path: str):
+    from perfcast.predictors import load_predictor
+
+    return load_predictor(path)
+
+
+def load_entry(entry: dict[str, Any], root: Path | None = None):
+    """The fitted predictor of a manifest entry (cached per process)."""
+    root = root or shipped_dir()
+    return _load(str(root / entry["path"]))

@@ -1,0 +1,223 @@
+"""Training entry points behind ``perfcast train``: the shipped default recipe, training on any
+labeled data, and fine-tuning a saved predictor on a user's own measurements."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from perfcast.errors import PerfcastError
+
+REQUIRED_COLUMNS = ("model", "device", "mode", "precision", "batch_size")
+
+
+def load_training_data(path: str | os.PathLike) -> pd.DataFrame:
+    """Labeled records from a measurement store (``.db`` / SQLAlchemy URL / store export) or a
+    CSV/Parquet in the dataset schema (columns ``model, device, mode, precision, batch_size`` and
+    at least one of ``time_ms`` (ms per batch), ``memory_mb`` (MiB), ``energy_j`` (J))."""
+    from perfcast.datasets import load_measurements
+    from perfcast.datasets.local import _family
+
+    s = str(path)
+    p = Path(s)
+    if "://" not in s and not p.exists():
+        raise PerfcastError(f"training data not found: {p}")
+    if p.suffix in (".csv", ".parquet"):
+        try:
+            raw = pd.read_csv(p) if p.suffix == ".csv" else pd.read_parquet(p)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is a bad file
+            raise PerfcastError(f"{p}: unreadable ({type(exc).__name__}: {exc})") from None
+        if "time_ms_median" not in raw.columns:
+            missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
+            if missing:
+                raise PerfcastError(f"{p}: missing column(s) {', '.join(missing)} (need "
+                                    f"{', '.join(REQUIRED_COLUMNS)} and a target)")
+            if not {"time_ms", "memory_mb", "energy_j"} & set(raw.columns):
+                raise PerfcastError(f"{p}: no target column (time_ms, memory_mb or energy_j)")
+            df = raw.copy()
+            if "family" not in df.columns:
+                df["family"] = [_family(str(m)) or str(m) for m in df["model"]]
+            for c in ("input_size", "seq_len", "optimizer", "time_ms", "memory_mb", "energy_j"):
+                if c not in df.columns:
+                    df[c] = None
+            df["source"] = p.name
+            return df
+    return load_measurements(s)
+
+
+def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None = None,
+              targets: list[str] | None = None, memsim: bool = False, workers: int = 2,
+              valid_fraction: float = 0.1, seed: int = 0,
+              progress: Callable[[str, int, int], None] | None = None):
+    """Fit predictor ``predictor`` on all records of ``df`` (a validation part of
+    ``valid_fraction`` of the models, for early stopping, when there are ≥ 10 models)."""
+    import numpy as np
+
+    from perfcast.predictors import create_predictor
+    from perfcast.predictors.data import feature_set
+
+    fs = feature_set(df, workers=workers, memsim=memsim, progress=progress)
+    if len(fs) == 0:
+        raise PerfcastError("no usable record (no graph could be built for any model)")
+    pred = create_predictor(predictor, **(params or {}))
+    train, valid = fs, None
+    models = fs.rows["model"].astype(str).unique()
+    if pred.learns and valid_fraction > 0 and len(models) >= 10:
+        rng = np.random.default_rng(seed)
+        held = set(rng.choice(models, max(1, int(round(valid_fraction * len(models)))),
+                              replace=False))
+        m = fs.rows["model"].astype(str).isin(held).to_numpy()
+        train, valid = fs.subset(np.flatnonzero(~m)), fs.subset(np.flatnonzero(m))
+    cb = (lambda i, n: progress("epochs", i, n)) if progress else None
+    pred.fit(train, valid, targets=targets, progress=cb)
+    return pred, fs
+
+
+def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *,
+              device: str | None = None, epochs: int | None = None, workers: int = 2,
+              progress: Callable[[str, int, int], None] | None = None):
+    """Continue training a saved (or shipped) predictor on a user's measurements and save it
+    to ``out``. ``init_from``: a directory or a shipped model id (``perfcast train --list``)."""
+    from perfcast.predictors import load_predictor
+    from perfcast.predictors.data import feature_set
+    from perfcast.predictors.shipped import manifest, shipped_dir
+
+    src = Path(init_from)
+    if not src.exists():
+        ids = {e["id"]: e for e in manifest()}
+        if init_from not in ids:
+            raise PerfcastError(f"--init-from {init_from!r}: no such directory and no shipped "
+                                f"model of that id (shipped: {', '.join(sorted(ids)) or 'none'})")
+        src = shipped_dir() / ids[init_from]["path"]
+    pred = load_predictor(src)
+    df = load_training_data(data)
+    if device:
+        df = df[df["device"].astype(str) == device]
+    if len(df) == 0:
+        raise PerfcastError(f"{data}: no labeled record{' for device ' + device if device else ''}")
+    fs = feature_set(df, workers=workers, memsim=bool(pred.trained_on_.get("memsim")),
+                     progress=progress)
+    targets = [t for t in pred.targets_ if t in fs.labeled_targets()]
+    if not targets:
+        raise PerfcastError(f"{data}: no labels for the predictor's targets "
+                            f"({', '.join(pred.targets_)})")
+    if not pred.learns:
+        raise PerfcastError(f"{pred.name} does not learn; nothing to fine-tune")
+    params = {"warm_start": True}
+    if epochs is not None and "epochs" in pred.default_params():
+        params["epochs"] = epochs
+    pred.set_params(**params)
+    t0 = time.perf_counter()
+    cb = (lambda i, n: progress("epochs", i, n)) if progress else None
+    pred.fit(fs, targets=targets, progress=cb)
+    pred.trained_on_["fine_tuned_from"] = str(init_from)
+    pred.trained_on_["fine_tune_seconds"] = round(time.perf_counter() - t0, 2)
+    pred.set_params(warm_start=False)
+    pred.save(out)
+    return pred, fs
+
+
+def write_manifest(entries: list[dict[str, Any]], root: Path) -> Path:
+    from perfcast.predictors.features import FEATURE_LAYOUT_VERSION
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "manifest.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"feature_layout": FEATURE_LAYOUT_VERSION, "models": entries},
+                              indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+def load_recipe(name: str) -> dict[str, Any]:
+    """A training recipe: ``perfcast/predictors/recipes/<name>.json`` or a JSON file path."""
+    p = Path(name)
+    if not p.exists():
+        p = RECIPES_DIR / f"{name}.json"
+    if not p.exists():
+        known = sorted(x.stem for x in RECIPES_DIR.glob("*.json"))
+        raise PerfcastError(f"unknown recipe {name!r} (known: {', '.join(known)})")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise PerfcastError(f"{p}: not valid JSON ({exc})") from None
+
+
+def _entry_task(e: dict[str, Any]):
+    from perfcast.evaluation.tasks import Task
+
+    return Task(name=e["id"], title=e["id"], loader=e.get("loader", "all"),
+                sources=tuple(e["sources"]), targets=tuple(e["targets"]),
+                memsim=bool(e.get("memsim")), drop_impossible=bool(e.get("drop_impossible")))
+
+
+def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = None,
+                 workers: int = 2, only: list[str] | None = None,
+                 progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Train every entry of a recipe on all its (visible) records and write the models plus
+    ``manifest.json`` to ``out_dir`` (default: the package's shipped directory). An entry with
+    ``split_by`` trains one model per value combination (e.g. device × mode × precision)."""
+    import numpy as np
+
+    from perfcast.predictors import create_predictor
+    from perfcast.predictors.shipped import manifest, shipped_dir
+
+    recipe = load_recipe(name)
+    root = Path(out_dir) if out_dir else shipped_dir()
+    t_all = time.perf_counter()
+    old = {e["id"]: e for e in manifest(root)} if only else {}
+    entries: list[dict[str, Any]] = []
+    for rank, e in enumerate(recipe["entries"]):
+        if only and e["id"] not in only:
+            continue
+        data = _entry_task(e).load(workers=workers, progress=progress)
+        fs = data.fs
+        groups: list[tuple[str, np.ndarray]] = [(e["id"], np.arange(len(fs)))]
+        if e.get("split_by"):
+            keys = fs.rows[e["split_by"]].astype(str).agg("-".join, axis=1).to_numpy()
+            groups = [(f"{e['id']}-{k}", np.flatnonzero(keys == k)) for k in sorted(set(keys))]
+        for gid, idx in groups:
+            sub = fs.subset(idx)
+            if len(sub) < int(e.get("min_records", 10)):
+                continue
+            t0 = time.perf_counter()
+            pred = create_predictor(e["predictor"], **e.get("params", {}))
+            train, valid = sub, None
+            models = sub.rows["model"].astype(str).unique()
+            if pred.learns and len(models) >= 20:
+                rng = np.random.default_rng(int(e.get("seed", 0)))
+                held = set(rng.choice(models, max(1, len(models) // 10), replace=False))
+                m = sub.rows["model"].astype(str).isin(held).to_numpy()
+                train, valid = sub.subset(np.flatnonzero(~m)), sub.subset(np.flatnonzero(m))
+            cb = (lambda i, n, g=gid: progress(f"fit {g}", i, n)) if progress else None
+            pred.fit(train, valid, targets=list(e["targets"]), progress=cb)
+            pred.trained_on_["early_stopping_records"] = int(len(valid)) if valid is not None else 0
+            pred.trained_on_["drops"] = data.drops
+            pred.save(root / gid)
+            secs = round(time.perf_counter() - t0, 1)
+            combos = sub.rows[["device", "mode", "precision"]].astype(str).drop_duplicates()
+            for dev, mode, prec in combos.itertuples(index=False, name=None):
+                entries.append({"id": gid if len(combos) == 1 else f"{gid}:{dev}-{mode}-{prec}",
+                                "device": dev, "mode": mode, "precision": prec,
+                                "targets": list(pred.targets_), "predictor": pred.name,
+                                "path": gid, "memsim": bool(e.get("memsim")), "rank": rank,
+                                "fit_seconds": secs, "trained_on": {
+                                    "records": int(len(sub)),
+                                    "models": int(sub.rows["model"].nunique()),
+                                    "families": int(sub.rows["family"].nunique()),
+                                    "sources": sorted(map(str, sub.rows["source"].unique()))}})
+    if only:  # keep the entries not retrained
+        kept = [x for x in old.values() if x["path"] not in {y["path"] for y in entries}]
+        entries = kept + entries
+    entries.sort(key=lambda x: (x.get("rank", 0), x["id"]))  # first match wins in find()
+    write_manifest(entries, root)
+    return {"out": root, "models": entries, "seconds": round(time.perf_counter() - t_all, 1)}

@@ -1,0 +1,178 @@
+"""perfcast predict / train: shipped-model lookup, fallbacks with honest notes, fine-tuning."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import perfcast
+from perfcast.predictors import create_predictor, load_predictor
+from perfcast.predictors.train import write_manifest
+
+KEYS = {"model", "device", "mode", "precision", "batch_size", "time_ms",
+        "throughput_samples_per_s", "memory_mb", "energy_j", "power_w", "predictor", "trained_on",
+        "notes"}
+
+
+@pytest.fixture(scope="module")
+def shipped(tiny_feature_set, tmp_path_factory):
+    """A shipped directory holding one xgboost model of this machine's CPU (time + memory)."""
+    root = tmp_path_factory.mktemp("shipped")
+    pred = create_predictor("xgboost", grid=False, n_estimators=50)
+    pred.fit(tiny_feature_set, targets=["time_ms", "memory_mb"])
+    pred.save(root / "cpu-fp32")
+    entries = [{"id": f"cpu-fp32:{m}", "device": "cpu", "mode": m, "precision": "fp32",
+                "targets": pred.targets_, "predictor": "xgboost", "path": "cpu-fp32",
+                "memsim": False} for m in ("infer", "train")]
+    write_manifest(entries, root)
+    return root
+
+
+@pytest.fixture
+def use_shipped(shipped, monkeypatch):
+    monkeypatch.setenv("PERFCAST_SHIPPED_DIR", str(shipped))
+    return shipped
+
+
+def test_predict_learned(use_shipped):
+    p = perfcast.predict("timm:resnet10t", device="cpu", batch_size=4, input_size="3,64,64")
+    d = p.to_dict()
+    assert KEYS <= set(d)
+    assert p.predictor == {"time_ms": "xgboost", "memory_mb": "xgboost"}
+    assert p.time_ms > 0 and p.memory_mb > 0
+    assert p.throughput_samples_per_s == pytest.approx(4 / p.time_ms * 1e3)
+    assert p.energy_j is None and p.power_w is None
+    assert any("energy_j" in n for n in p.notes)
+    assert p.trained_on["time_ms"]["records"] > 0
+    # same as running the shipped model on the record by hand
+    pred = load_predictor(use_shipped / "cpu-fp32")
+    assert pred.targets_ == ["time_ms", "memory_mb"]
+    # batch size reaches the model: larger batch, more time
+    p8 = perfcast.predict("timm:resnet10t", device="cpu", batch_size=32, input_size="3,64,64")
+    assert p8.time_ms > p.time_ms
+
+
+def test_predict_unlabeled_device_falls_back(use_shipped):
+    p = perfcast.predict("timm:resnet10t", device="h100-sxm", batch_size=8, input_size="3,64,64",
+                         precision="amp")
+    assert p.predictor["time_ms"] == "roofline" and p.time_ms > 0
+    assert p.predictor["memory_mb"] == "simulation" and p.memory_mb > 0
+    assert any("roofline" in n for n in p.notes)
+    assert any("simulation" in n for n in p.notes)
+
+
+def test_predict_explicit_roofline_and_unknown_predictor(use_shipped):
+    p = perfcast.predict("timm:resnet10t", device="cpu", batch_size=2, input_size="3,64,64",
+                         predictor="roofline")
+    assert p.predictor["time_ms"] == "roofline"
+    assert p.predictor["memory_mb"] == "xgboost"
+    q = perfcast.predict("timm:resnet10t", device="cpu", batch_size=2, input_size="3,64,64",
+                         predictor="dippm")
+    assert q.predictor["time_ms"] == "xgboost"
+    assert any("no shipped 'dippm'" in n for n in q.notes)
+
+
+def test_predict_onnx_and_module(use_shipped, tmp_path):
+    from tests.test_onnx_frontend import _cnn_graph, _save
+
+    path = _save(_cnn_graph(), tmp_path / "cnn.onnx")
+    p = perfcast.predict(str(path), device="cpu", batch_size=4)
+    assert p.time_ms > 0 and p.predictor["time_ms"] == "xgboost"
+    assert p.input_size == [3, 8, 8]
+    q = perfcast.predict(str(path), device="a100-40gb", batch_size=4)
+    assert q.predictor["time_ms"] == "roofline"
+    assert q.memory_mb is None and any("ONNX" in n for n in q.notes)
+
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten())
+    r = perfcast.predict(model, device="cpu", batch_size=2, input_size=(3, 32, 32))
+    assert r.model == "Sequential" and r.time_ms > 0
+
+
+def test_predict_bad_input(use_shipped):
+    with pytest.raises(perfcast.PerfcastError, match="unknown device"):
+        perfcast.predict("timm:resnet10t", device="no-such-gpu")
+    with pytest.raises(perfcast.PerfcastError, match="batch size"):
+        perfcast.predict("timm:resnet10t", device="cpu", batch_size=-1)
+    with pytest.raises(perfcast.PerfcastError, match="precision"):
+        perfcast.predict("timm:resnet10t", device="cpu", precision="int3")
+
+
+def _cli(*args, env=None):
+    e = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "perfcast", *args], capture_output=True,
+                          text=True, env=e, timeout=300)
+
+
+def test_cli_predict_json_and_errors(use_shipped):
+    r = _cli("predict", "timm:resnet10t", "--device", "cpu", "--batch-size", "4",
+             "--input-size", "3,64,64", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert KEYS <= set(d) and d["time_ms"] > 0
+    r = _cli("predict", "timm:resnet10t", "--device", "nope")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    r = _cli("predict", "timm:resnet10t", "--device", "cpu", "--batch-size", "-3")
+    assert r.returncode == 2 and "batch" in r.stderr
+
+
+def _tiny_csv(tiny_feature_set, path: Path) -> Path:
+    cols = ["model", "family", "device", "mode", "precision", "batch_size", "input_size",
+            "optimizer", "time_ms", "memory_mb"]
+    tiny_feature_set.rows[cols].to_csv(path, index=False)
+    return path
+
+
+def test_train_data_and_fine_tune(use_shipped, tiny_feature_set, tmp_path):
+    csv = _tiny_csv(tiny_feature_set, tmp_path / "mine.csv")
+    r = _cli("train", "--data", str(csv), "--predictor", "mlp", "--epochs", "3", "--out",
+             str(tmp_path / "mlp"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == len(tiny_feature_set)
+    assert (tmp_path / "mlp" / "weights.safetensors").exists()
+    # fine-tune the shipped model on the same measurements
+    r = _cli("train", "--init-from", "cpu-fp32:infer", "--data", str(csv), "--out",
+             str(tmp_path / "ft"), "--json")
+    assert r.returncode == 0, r.stderr
+    ft = load_predictor(tmp_path / "ft")
+    assert ft.trained_on_["fine_tuned_from"] == "cpu-fp32:infer"
+    p = perfcast.predict("timm:resnet10t", device="cpu", batch_size=4, input_size="3,64,64",
+                         predictor=str(tmp_path / "ft"))
+    assert p.predictor["time_ms"].startswith("xgboost (") and p.time_ms > 0
+    # errors: missing file, unknown model id, missing --out
+    assert _cli("train", "--data", str(tmp_path / "nope.csv"), "--out", "x").returncode == 2
+    r = _cli("train", "--init-from", "no-such-model", "--data", str(csv), "--out", "x")
+    assert r.returncode == 2 and "shipped" in r.stderr
+    assert _cli("train", "--data", str(csv)).returncode == 2
+
+
+def test_train_recipe(tmp_path, monkeypatch, tiny_feature_set):
+    """A recipe entry trains on all its records and writes a manifest predict can use."""
+    from perfcast.predictors import shipped as S
+    from perfcast.predictors.train import train_recipe
+
+    recipe = {"name": "t", "entries": [
+        {"id": "cpu-fp32", "loader": "local_cpu", "sources": ["measurements.db"],
+         "targets": ["time_ms"], "predictor": "xgboost", "params": {"grid": False,
+                                                                   "n_estimators": 20}}]}
+    rp = tmp_path / "r.json"
+    rp.write_text(json.dumps(recipe))
+    import perfcast.datasets as D
+
+    small = D.load_local_cpu()
+    small = small[small.model.isin(tiny_feature_set.rows.model.unique())
+                  & small.input_size.isin(["3,64,64"])]
+    monkeypatch.setattr(D, "load_local_cpu", lambda *a, **k: small)
+    res = train_recipe(str(rp), out_dir=tmp_path / "out", workers=1)
+    m = S.manifest(tmp_path / "out")
+    assert {(e["device"], e["mode"]) for e in m} == {("cpu", "infer"), ("cpu", "train")}
+    assert res["models"] and all(e["predictor"] == "xgboost" for e in m)
+    assert S.find("cpu", "train", "fp32", "time_ms", root=tmp_path / "out")["path"] == "cpu-fp32"
+    assert np.isfinite(load_predictor(tmp_path / "out" / "cpu-fp32").predict(tiny_feature_set)).all()
