@@ -471,10 +471,11 @@ def train(
         if as_json:
             out.print_json(json.dumps(rows))
             return
-        t = Table("id", "device", "mode", "precision", "targets", "predictor", "records")
+        t = Table("device", "mode", "precision", "targets", "predictor", "records")
+        t.add_column("id (for --init-from)", overflow="fold")
         for e in rows:
-            t.add_row(e["id"], e["device"], e["mode"], e["precision"], ",".join(e["targets"]),
-                      e["predictor"], str(e.get("trained_on", {}).get("records", "")))
+            t.add_row(e["device"], e["mode"], e["precision"], ",".join(e["targets"]),
+                      e["predictor"], str(e.get("trained_on", {}).get("records", "")), e["id"])
         out.print(t)
         return
     if workers < 1:
