@@ -36,18 +36,25 @@ class MemsimCache:
     (``memsim.csv``). Seed it from ``reports/memory_validation.csv`` (same simulator) with
     :meth:`import_csv`; missing entries are simulated (≈1.6 s each for timm training steps)."""
 
+    #: Parsed cache files shared by the instances of a process (path → entries): reading the
+    #: CSV costs ~10 ms, paid once instead of on every ``perfcast.predict`` call.
+    _loaded: dict[Path, dict[tuple, float | None]] = {}
+
     def __init__(self, path: str | os.PathLike | None = None) -> None:
-        self.path = Path(path or graph_store_dir() / "memsim.csv")
+        self.path = Path(path or graph_store_dir() / "memsim.csv").resolve()
         self._d: dict[tuple, float | None] | None = None
 
     def _load(self) -> dict:
         if self._d is None:
-            self._d = {}
-            if self.path.exists():
-                with open(self.path, newline="") as f:
-                    for r in csv.DictReader(f):
-                        v = r.get("simulated_mb")
-                        self._d[_mkey(r)] = float(v) if v not in (None, "") else None
+            if self.path not in self._loaded or not self.path.exists():
+                d: dict[tuple, float | None] = {}
+                if self.path.exists():
+                    with open(self.path, newline="") as f:
+                        for r in csv.DictReader(f):
+                            v = r.get("simulated_mb")
+                            d[_mkey(r)] = float(v) if v not in (None, "") else None
+                MemsimCache._loaded[self.path] = d
+            self._d = MemsimCache._loaded[self.path]
         return self._d
 
     def import_csv(self, path: str | os.PathLike) -> int:

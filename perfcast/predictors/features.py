@@ -21,6 +21,7 @@ import pandas as pd
 
 from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
+from perfcast.features.encode import _DTYPE_BYTES
 from perfcast.features.encode import FEATURE_LAYOUT_VERSION as GRAPH_LAYOUT
 from perfcast.graph import ModelGraph
 
@@ -134,7 +135,7 @@ def graph_data(g: ModelGraph):
     d.op_flops = torch.tensor([float(n.flops) for n in g.nodes], dtype=torch.float64)
     moved = []
     for n in g.nodes:
-        inb = sum(math.prod(int(x) for x in s) * _dtype_bytes(dt)
+        inb = sum(math.prod(int(x) for x in s) * _DTYPE_BYTES.get(dt, 4)
                   for s, dt in zip(n.input_shapes, n.input_dtypes))
         moved.append(float(inb + n.output_bytes + n.param_bytes))
     d.op_bytes = torch.tensor(moved, dtype=torch.float64)
@@ -142,11 +143,6 @@ def graph_data(g: ModelGraph):
     d.ref_batch = int(g.meta.batch_size or 1)
     del d.static  # record-level statics live in FeatureSet.static
     return d
-
-
-def _dtype_bytes(dt: str) -> int:
-    return {"float64": 8, "int64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1,
-            "uint8": 1, "bool": 1}.get(dt, 4)
 
 
 @dataclass

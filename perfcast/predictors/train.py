@@ -51,14 +51,23 @@ def load_training_data(path: str | os.PathLike) -> pd.DataFrame:
     return load_measurements(s)
 
 
+def hold_out_models(fs, n_held: int, seed: int):
+    """``(train, valid)``: every record of ``n_held`` randomly chosen models goes to ``valid``
+    (the early-stopping part)."""
+    import numpy as np
+
+    models = fs.rows["model"].astype(str).unique()
+    held = set(np.random.default_rng(seed).choice(models, n_held, replace=False))
+    m = fs.rows["model"].astype(str).isin(held).to_numpy()
+    return fs.subset(np.flatnonzero(~m)), fs.subset(np.flatnonzero(m))
+
+
 def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None = None,
               targets: list[str] | None = None, memsim: bool = False, workers: int = 2,
               valid_fraction: float = 0.1, seed: int = 0,
               progress: Callable[[str, int, int], None] | None = None):
     """Fit predictor ``predictor`` on all records of ``df`` (a validation part of
     ``valid_fraction`` of the models, for early stopping, when there are ≥ 10 models)."""
-    import numpy as np
-
     from perfcast.predictors import create_predictor
     from perfcast.predictors.data import feature_set
 
@@ -67,13 +76,9 @@ def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None
         raise PerfcastError("no usable record (no graph could be built for any model)")
     pred = create_predictor(predictor, **(params or {}))
     train, valid = fs, None
-    models = fs.rows["model"].astype(str).unique()
-    if pred.learns and valid_fraction > 0 and len(models) >= 10:
-        rng = np.random.default_rng(seed)
-        held = set(rng.choice(models, max(1, int(round(valid_fraction * len(models)))),
-                              replace=False))
-        m = fs.rows["model"].astype(str).isin(held).to_numpy()
-        train, valid = fs.subset(np.flatnonzero(~m)), fs.subset(np.flatnonzero(m))
+    n_models = fs.rows["model"].nunique()
+    if pred.learns and valid_fraction > 0 and n_models >= 10:
+        train, valid = hold_out_models(fs, max(1, int(round(valid_fraction * n_models))), seed)
     cb = (lambda i, n: progress("epochs", i, n)) if progress else None
     pred.fit(train, valid, targets=targets, progress=cb)
     return pred, fs
@@ -192,12 +197,9 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
             t0 = time.perf_counter()
             pred = create_predictor(e["predictor"], **e.get("params", {}))
             train, valid = sub, None
-            models = sub.rows["model"].astype(str).unique()
-            if pred.learns and len(models) >= 20:
-                rng = np.random.default_rng(int(e.get("seed", 0)))
-                held = set(rng.choice(models, max(1, len(models) // 10), replace=False))
-                m = sub.rows["model"].astype(str).isin(held).to_numpy()
-                train, valid = sub.subset(np.flatnonzero(~m)), sub.subset(np.flatnonzero(m))
+            n_models = sub.rows["model"].nunique()
+            if pred.learns and n_models >= 20:
+                train, valid = hold_out_models(sub, max(1, n_models // 10), int(e.get("seed", 0)))
             cb = (lambda i, n, g=gid: progress(f"fit {g}", i, n)) if progress else None
             pred.fit(train, valid, targets=list(e["targets"]), progress=cb)
             pred.trained_on_["early_stopping_records"] = int(len(valid)) if valid is not None else 0
