@@ -105,7 +105,7 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             input_size: tuple[int, ...] | str | None = None, seq_len: int | None = None,
             mode: str = "infer", precision: str | None = None, optimizer: str = "sgd-momentum",
             predictor: str | None = None, example_inputs: tuple | None = None,
-            use_cache: bool = True) -> Prediction:
+            use_cache: bool = True, overlap_simulation: bool = False) -> Prediction:
     """Forecast time, memory and energy of ``model`` on ``device``.
 
     ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx`` …) or an
@@ -115,15 +115,12 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     measurements for on that device and mode when there is exactly one (e.g. ``amp`` for the RTX
     3090 training data), else ``fp32`` — a note says which was used. Devices without labeled data fall back to the
     roofline (time) and the tensor-memory simulation (memory), and say so in ``notes``.
+    ``overlap_simulation``: when the graph is not cached yet, run the memory simulation in a
+    forked child process meanwhile (the CLI does: a fresh process; ≈ 1 s off a cold start).
     """
-    import numpy as np
-    import pandas as pd
-
     from perfcast.devices import get_device
     from perfcast.frontends import MODES, PRECISIONS, parse_input_size
     from perfcast.predictors import shipped
-    from perfcast.predictors.features import (TARGETS, FeatureSet, GraphSummary, graph_data,
-                                              static_features)
 
     dev = get_device(device)
     if mode not in MODES:
@@ -145,6 +142,73 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
         raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
     if isinstance(input_size, str):
         input_size = parse_input_size(input_size)
+    sim_job = None
+    if overlap_simulation and use_cache and _simulation_applies(model):
+        from perfcast.predictors.data import SimulationJob
+
+        if not _graph_cached(model, input_size, seq_len):
+            _import_framework(model)  # once, before forking: parent and child both need it
+            sim_job = SimulationJob.start(_memsim_record(
+                model, mode, batch_size, seq_len, input_size, optimizer, precision))
+    try:
+        return _predict(model, dev, batch_size, input_size, seq_len, mode, precision, optimizer,
+                        predictor, example_inputs, use_cache, auto_note, sim_job)
+    finally:
+        if sim_job is not None:
+            sim_job.cancel()
+
+
+def _simulation_applies(model: Any) -> bool:
+    """The tensor-memory simulation runs from PyTorch model specs (not ONNX, not modules)."""
+    return isinstance(model, str) and not model.lower().endswith(".onnx")
+
+
+def _import_framework(model: str) -> None:
+    """Import the model library a spec needs (timm / torchvision / transformers)."""
+    import importlib
+
+    from perfcast.frontends import split_spec
+
+    lib = {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}.get(
+        split_spec(model)[0])
+    if lib:
+        try:
+            importlib.import_module(lib)
+        except ImportError:
+            pass  # the frontend reports it
+
+
+def _memsim_record(model: str, mode: str, batch_size: int, seq_len: int | None,
+                   input_size, optimizer: str, precision: str) -> dict:
+    """The record keying the simulation cache (``input_size`` per sample or None = default)."""
+    return {"model": model, "mode": mode, "batch_size": batch_size, "seq_len": seq_len,
+            "input_size": ",".join(map(str, input_size)) if input_size else None,
+            "optimizer": optimizer, "precision": precision}
+
+
+def _graph_cached(model: str, input_size, seq_len) -> bool:
+    from perfcast.cache import cache_dir, cache_key
+    from perfcast.frontends import GraphRequest
+    from perfcast.predictors.graphs import REF_BATCH
+
+    try:
+        req = GraphRequest(spec=model, batch_size=REF_BATCH,
+                           input_size=tuple(input_size) if input_size else None, seq_len=seq_len,
+                           mode="infer", precision="fp32")
+        return (cache_dir() / f"{cache_key(req)}.npz").exists()
+    except (PerfcastError, OSError):
+        return True  # let the normal path report the problem
+
+
+def _predict(model, dev, batch_size, input_size, seq_len, mode, precision, optimizer, predictor,
+             example_inputs, use_cache, auto_note, sim_job) -> Prediction:
+    import numpy as np
+    import pandas as pd
+
+    from perfcast.predictors import shipped
+    from perfcast.predictors.features import (TARGETS, FeatureSet, GraphSummary, graph_data,
+                                              static_features)
+
     graph = _learning_graph(model, input_size, seq_len, example_inputs, use_cache)
     label = model if isinstance(model, str) else type(model).__name__
     shape = list(graph.meta.input_shapes[0][1:]) if graph.meta.input_shapes else None
@@ -166,22 +230,32 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     def memsim() -> float | None:
         if "v" not in memsim_cache:
             memsim_cache["v"] = None
-            if not isinstance(model, str) or model.lower().endswith(".onnx"):
+            if not _simulation_applies(model):
                 out.notes.append("tensor-memory simulation needs a PyTorch model spec "
                                  "(not available for ONNX files or in-process modules)")
             else:
                 from perfcast.predictors.data import MemsimCache
 
-                rec = {"model": model, "mode": mode, "batch_size": batch_size, "seq_len": seq_len,
-                       "input_size": (",".join(map(str, input_size)) if input_size else
-                                      None if model.startswith("hf:") or seq_len else
-                                      ",".join(map(str, out.input_size)) if out.input_size
-                                      else None),
-                       "optimizer": optimizer, "precision": precision}
+                shape = (input_size if input_size else
+                         None if model.startswith("hf:") or seq_len else out.input_size)
+                rec = _memsim_record(model, mode, batch_size, seq_len, shape, optimizer,
+                                     precision)
                 cache = MemsimCache() if use_cache else None
                 try:
-                    memsim_cache["v"] = (cache.get(rec, strict=True) if cache is not None
-                                         else MemsimCache.simulate(rec))
+                    value, known = None, False
+                    if cache is not None and cache.contains(rec):
+                        value, known = cache.get(rec), True
+                    elif sim_job is not None:  # same record, maybe with the default input size
+                        v, sim_shape = sim_job.result()
+                        if (sim_job.rec["input_size"] == rec["input_size"]
+                                or sim_shape == list(shape or [])):
+                            value, known = v, True
+                            if cache is not None:
+                                cache.put(rec, v)
+                    if not known:
+                        value = (cache.get(rec, strict=True) if cache is not None
+                                 else MemsimCache.simulate(rec))
+                    memsim_cache["v"] = value
                 except PerfcastError as exc:
                     out.notes.append(f"tensor-memory simulation failed: {exc}")
         return memsim_cache["v"]

@@ -412,7 +412,7 @@ def predict(
         raise PerfcastError(f"batch size must be a positive integer, got {batch_size}")
     p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
                     seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
-                    predictor=predictor, use_cache=not no_cache)
+                    predictor=predictor, use_cache=not no_cache, overlap_simulation=True)
     if as_json:
         out.print_json(json.dumps(p.to_dict()))
         return

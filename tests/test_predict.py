@@ -176,3 +176,41 @@ def test_train_recipe(tmp_path, monkeypatch, tiny_feature_set):
     assert res["models"] and all(e["predictor"] == "xgboost" for e in m)
     assert S.find("cpu", "train", "fp32", "time_ms", root=tmp_path / "out")["path"] == "cpu-fp32"
     assert np.isfinite(load_predictor(tmp_path / "out" / "cpu-fp32").predict(tiny_feature_set)).all()
+
+
+def test_overlapped_simulation_matches_inline(use_shipped):
+    """The CLI's cold path (simulation in a forked child while the graph is built) gives the
+    same memory as the inline simulation, with and without an explicit input size."""
+    for kw in ({"input_size": "3,64,64"}, {}):
+        fork = perfcast.predict("timm:resnet10t", device="h100-sxm", batch_size=2,
+                                overlap_simulation=True, **kw)
+        inline = perfcast.predict("timm:resnet10t", device="h100-sxm", batch_size=2,
+                                  use_cache=False, **kw)
+        assert fork.predictor["memory_mb"] == "simulation"
+        assert fork.memory_mb == pytest.approx(inline.memory_mb)
+        assert fork.time_ms == pytest.approx(inline.time_ms)
+    from perfcast.predictors.data import MemsimCache
+
+    assert MemsimCache().contains({"model": "timm:resnet10t", "mode": "infer", "batch_size": 2,
+                                   "input_size": "3,64,64", "precision": "fp32"})
+
+
+def test_simulation_job_reports_errors():
+    from perfcast.errors import PerfcastError
+    from perfcast.predictors.data import SimulationJob
+
+    job = SimulationJob.start({"model": "timm:no_such_net_xyz", "mode": "infer", "batch_size": 1,
+                               "input_size": None, "precision": "fp32"})
+    assert job is not None
+    with pytest.raises(PerfcastError, match="no_such_net_xyz"):
+        job.result()
+
+
+def test_import_pyg_defers_datasets():
+    code = ("import sys; from perfcast.features.pyg import import_pyg; import_pyg(); "
+            "from torch_geometric.nn import SAGEConv; "
+            "assert 'transformers' not in sys.modules and 'torch_geometric.llm' not in sys.modules; "
+            "from torch_geometric.datasets import TUDataset; import torch_geometric as g; "
+            "assert g.datasets.TUDataset is TUDataset and 'torch_geometric.llm' in sys.modules")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
 from collections.abc import Mapping
 
 import torch
@@ -10,11 +14,51 @@ from perfcast.features.encode import FEATURE_LAYOUT_VERSION, edge_matrix, node_m
 from perfcast.graph import ModelGraph
 
 
+# Sub-packages ``import torch_geometric`` loads eagerly that perfcast never uses: ``datasets``
+# pulls in ``torch_geometric.llm`` → transformers/requests (≈ 0.6 s of a cold ``perfcast
+# predict``). They are installed as stand-ins that import the real package on first attribute
+# access, so ``from torch_geometric.datasets import X`` in user code still works.
+_DEFERRED = ("torch_geometric.datasets",)
+
+
+class _DeferredPackage(types.ModuleType):
+    """A ``sys.modules`` stand-in that imports the real package on first attribute access."""
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, real)
+        return getattr(real, attr)
+
+
+def import_pyg():
+    """``import torch_geometric`` without its unused eager sub-packages (see ``_DEFERRED``)."""
+    if "torch_geometric" not in sys.modules:
+        spec = importlib.util.find_spec("torch_geometric")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("torch_geometric is not installed (pip install torch_geometric)")
+        root = list(spec.submodule_search_locations)[0]
+        for name in _DEFERRED:
+            if name not in sys.modules:
+                stub = _DeferredPackage(name)
+                stub.__path__ = [f"{root}/{name.rpartition('.')[2]}"]
+                sys.modules[name] = stub
+    import torch_geometric
+
+    return torch_geometric
+
+
 def to_pyg(graph: ModelGraph, device=None, y: Mapping[str, float] | None = None):
     """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr``, ``static`` ``[1, S]``,
     ``device_x`` ``[1, D]`` (when a :class:`~perfcast.devices.Device` is given) and ``y``
     ``[1, T]`` plus ``y_names`` (when targets are given, e.g. ``{"time_ms": 12.3}``).
     """
+    import_pyg()
     from torch_geometric.data import Data
 
     bandwidth = getattr(device, "bandwidth_gbs", None) if device is not None else None

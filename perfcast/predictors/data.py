@@ -89,6 +89,11 @@ class MemsimCache:
     @staticmethod
     def simulate(rec) -> float:
         """Simulated tensor peak (MiB) of a record; raises PerfcastError when it cannot run."""
+        return MemsimCache._simulate(rec)[0]
+
+    @staticmethod
+    def _simulate(rec) -> tuple[float, list[int]]:
+        """(tensor peak MiB, per-sample input shape the simulation used)."""
         from perfcast.frontends import parse_input_size
         from perfcast.memory.simulate import simulate_memory
 
@@ -98,7 +103,18 @@ class MemsimCache:
         est = simulate_memory(k[0], batch_size=k[2], input_size=shape,
                               seq_len=seq, mode=k[1], precision=k[5],
                               optimizer=k[4] or "sgd-momentum")
-        return float(est.tensor_peak_mb)
+        return float(est.tensor_peak_mb), list(est.input_shape[1:])
+
+    def contains(self, rec) -> bool:
+        """Whether the cache has an entry (a value or a recorded failure) for ``rec``."""
+        return _mkey(rec) in self._load()
+
+    def put(self, rec, value: float | None) -> None:
+        """Store a simulated peak (MiB; ``None`` = the simulation failed); never raises OSError."""
+        try:
+            self._append(rec, value)
+        except OSError:
+            pass  # a read-only cache must not stop a prediction
 
     def get(self, rec, compute: bool = True, strict: bool = False) -> float | None:
         """Cached value; simulated (and stored) when missing and ``compute``. A failed simulation
@@ -115,11 +131,82 @@ class MemsimCache:
             if strict:
                 raise
             value = None
-        try:
-            self._append(rec, value)
-        except OSError:
-            pass  # a read-only cache must not stop a prediction
+        self.put(rec, value)
         return value
+
+
+class SimulationJob:
+    """A tensor-memory simulation running in a forked child process while the caller does other
+    work (a cold ``perfcast predict`` overlaps it with graph extraction: two cores, ≈ 1 s less).
+
+    Start with :meth:`start` (``None`` where ``fork`` is unavailable); :meth:`result` waits and
+    returns ``(peak MiB, input shape)`` or raises :class:`PerfcastError`; :meth:`cancel` stops it.
+    The child runs FakeTensor work only, on one thread, with SIGINT ignored (Ctrl-C is the
+    parent's to handle; the daemon child is terminated when the parent exits).
+    """
+
+    def __init__(self, rec, process, conn) -> None:
+        self.rec, self._process, self._conn = rec, process, conn
+
+    @classmethod
+    def start(cls, rec) -> SimulationJob | None:
+        import multiprocessing as mp
+
+        if "fork" not in mp.get_all_start_methods():
+            return None
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_simulation_child, args=(dict(rec), send), daemon=True,
+                           name="perfcast-simulation")
+        try:
+            proc.start()
+        except OSError:
+            return None
+        send.close()
+        return cls(rec, proc, recv)
+
+    def result(self) -> tuple[float, list[int]]:
+        try:
+            status, *payload = self._conn.recv()
+        except (EOFError, OSError):
+            status, payload = "died", []
+        finally:
+            self._conn.close()
+            self._process.join(timeout=5)
+        if status == "ok":
+            return float(payload[0]), list(payload[1])
+        if status == "error":
+            raise PerfcastError(payload[0])
+        # the child died (e.g. killed by the OOM killer): simulate here instead
+        return MemsimCache._simulate(self.rec)
+
+    def cancel(self) -> None:
+        if self._process.is_alive():
+            self._process.terminate()
+        self._process.join(timeout=5)
+        self._conn.close()
+
+
+def _simulation_child(rec, conn) -> None:
+    """Body of a :class:`SimulationJob` child: send ("ok", MiB, shape) or ("error", message)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import torch
+
+        torch.set_num_threads(1)  # the parent may have used OpenMP before forking
+        msg = ("ok", *MemsimCache._simulate(rec))
+    except PerfcastError as exc:
+        msg = ("error", str(exc))
+    except BaseException as exc:  # noqa: BLE001 — reported to the parent, never printed here
+        msg = ("error", f"{type(exc).__name__}: {exc}")
+    try:
+        conn.send(msg)
+    except (OSError, EOFError):
+        pass
+    finally:
+        conn.close()
 
 
 def feature_set(df: pd.DataFrame, *, build_missing: bool = True, workers: int = 2,

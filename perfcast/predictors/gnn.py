@@ -61,6 +61,9 @@ def _make_net(in_dim: int, static_dim: int, out_dim: int, conv: str, hidden: int
     """The torch module (built lazily so importing this file does not import torch_geometric)."""
     import torch
     from torch import nn
+    from perfcast.features.pyg import import_pyg
+
+    import_pyg()
     from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
     from torch_geometric.utils import scatter
 
