@@ -105,7 +105,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             input_size: tuple[int, ...] | str | None = None, seq_len: int | None = None,
             mode: str = "infer", precision: str | None = None, optimizer: str = "sgd-momentum",
             predictor: str | None = None, example_inputs: tuple | None = None,
-            use_cache: bool = True, overlap_simulation: bool = False) -> Prediction:
+            use_cache: bool = True, overlap_simulation: bool = False,
+            runtime_overhead_mb: float | None = None) -> Prediction:
     """Forecast time, memory and energy of ``model`` on ``device``.
 
     ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx`` …) or an
@@ -115,6 +116,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     measurements for on that device and mode when there is exactly one (e.g. ``amp`` for the RTX
     3090 training data), else ``fp32`` — a note says which was used. Devices without labeled data fall back to the
     roofline (time) and the tensor-memory simulation (memory), and say so in ``notes``.
+    ``runtime_overhead_mb``: GPU memory beyond live tensors added to simulated memory (default:
+    the median measured on real runs, see :mod:`perfcast.memory.overhead`; 0 = tensors only).
     ``overlap_simulation``: when the graph is not cached yet, run the memory simulation in a
     forked child process meanwhile (the CLI does: a fresh process; ≈ 1 s off a cold start).
     """
@@ -142,6 +145,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
         raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
     if isinstance(input_size, str):
         input_size = parse_input_size(input_size)
+    if runtime_overhead_mb is not None and not runtime_overhead_mb >= 0:
+        raise PerfcastError(f"runtime overhead must be ≥ 0 MiB, got {runtime_overhead_mb}")
     sim_job = None
     if overlap_simulation and use_cache and _simulation_applies(model):
         from perfcast.predictors.data import SimulationJob
@@ -152,7 +157,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
                 model, mode, batch_size, seq_len, input_size, optimizer, precision))
     try:
         return _predict(model, dev, batch_size, input_size, seq_len, mode, precision, optimizer,
-                        predictor, example_inputs, use_cache, auto_note, sim_job)
+                        predictor, example_inputs, use_cache, auto_note, sim_job,
+                        runtime_overhead_mb)
     finally:
         if sim_job is not None:
             sim_job.cancel()
@@ -201,7 +207,7 @@ def _graph_cached(model: str, input_size, seq_len) -> bool:
 
 
 def _predict(model, dev, batch_size, input_size, seq_len, mode, precision, optimizer, predictor,
-             example_inputs, use_cache, auto_note, sim_job) -> Prediction:
+             example_inputs, use_cache, auto_note, sim_job, overhead_mb) -> Prediction:
     import numpy as np
     import pandas as pd
 
@@ -286,6 +292,14 @@ def _predict(model, dev, batch_size, input_size, seq_len, mode, precision, optim
             out.notes.append(f"{predictor} was trained on {', '.join(devs)}, not {dev.key}")
 
     desc = f"{dev.key} {mode} {precision}"
+    gpu_overhead, overhead_src = 0.0, ""
+    if dev.is_gpu:
+        from perfcast.memory.overhead import runtime_overhead
+
+        rec = runtime_overhead()
+        gpu_overhead = float(rec["runtime_overhead_mb"] if overhead_mb is None else overhead_mb)
+        overhead_src = (f"median of {rec['runs']} measured runs, {rec['device']}"
+                        if overhead_mb is None else "given")
     for target in TARGETS:
         value = None
         if user_pred is not None and target in user_pred.targets_:
@@ -331,15 +345,30 @@ def _predict(model, dev, batch_size, input_size, seq_len, mode, precision, optim
                 value = memsim()
                 if value is not None:
                     out.predictor[target] = "simulation"
-                    out.notes.append(f"memory_mb: no learned memory model for {desc} — "
-                                     f"tensor-memory simulation (live tensors only; the CUDA "
-                                     f"context, allocator caching and workspaces come on top)")
+                    value += gpu_overhead
+                    out.notes.append(
+                        f"memory_mb: no learned memory model for {desc} — tensor-memory "
+                        f"simulation (live tensors)"
+                        + (f" + {gpu_overhead:,.0f} MiB runtime overhead (CUDA context, "
+                           f"library workspaces, allocator caching; {overhead_src})"
+                           if dev.is_gpu else ""))
                 else:
                     out.notes.append("memory_mb: no learned memory model for "
                                      f"{desc} and no simulation")
             else:  # energy
                 out.notes.append(f"energy_j: no energy measurements for {desc} in the "
                                  f"training data, so no energy model")
+        if (target == "memory_mb" and value is not None and dev.is_gpu
+                and out.predictor.get(target) != "simulation"):
+            # learned GPU memory includes the runtime; the simulated tensors + overhead are a
+            # lower bound (held in 91.5 % of 3,802 GPUMemNet runs) that, unlike a tree model,
+            # extrapolates to batches beyond the training data
+            sim = memsim()
+            if sim is not None and sim + gpu_overhead > value:
+                value = sim + gpu_overhead
+                out.notes.append(f"memory_mb: the learned model's answer was below the simulated "
+                                 f"tensors + runtime overhead (a lower bound; the model does not "
+                                 f"extrapolate past its training data) — raised to it")
         setattr(out, target, value)
     learned = [t for t, n in out.predictor.items() if n not in ("roofline", "simulation")]
     if learned and user_pred is None:

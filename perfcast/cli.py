@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -442,6 +443,238 @@ def predict(
         out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
 
 
+_MODEL_HELP = ("timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
+               "path/to/model.onnx or module.path:callable")
+# options shared by the decision commands (typer reads the Annotated metadata)
+DeviceOpt = Annotated[str, typer.Option("--device", "-d", help="Device key (perfcast devices).",
+                                         show_default=False)]
+BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", "-b", help="Batch size.")]
+InputSizeOpt = Annotated[Optional[str], typer.Option("--input-size",
+                                                     help="Per-sample input C,H,W.")]
+SeqLenOpt = Annotated[Optional[int], typer.Option("--seq-len",
+                                                  help="Sequence length (text models).")]
+ModeOpt = Annotated[str, typer.Option("--mode", help="infer or train.")]
+PrecisionOpt = Annotated[Optional[str], typer.Option(
+    "--precision", help="fp32, amp, fp16 or bf16 (default: the precision measured on that device "
+                        "and mode, else fp32).")]
+OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="Training optimizer.")]
+PredictorOpt = Annotated[Optional[str], typer.Option("--predictor",
+                                                     help="Predictor (see perfcast predict).")]
+OverheadOpt = Annotated[Optional[float], typer.Option(
+    "--overhead-mb", help="Runtime overhead added to simulated GPU memory (MiB).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _model_kwargs(input_size: Optional[str], seq_len: Optional[int], optimizer: str,
+                  predictor: Optional[str]) -> dict:
+    return {"input_size": input_size, "seq_len": seq_len, "optimizer": optimizer,
+            "predictor": predictor, "overlap_simulation": True}
+
+
+def _val(v, fmt: str) -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def _print_notes(notes: list[str]) -> None:
+    for n in dict.fromkeys(notes):  # keep order, drop repeats
+        out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
+
+
+@app.command()
+def mig(
+    model: Optional[str] = typer.Argument(None, help=_MODEL_HELP + " (optional with --memory-mb)"),
+    device: str = typer.Option("a100-40gb", "--device", "-d",
+                               help="MIG GPU: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200 …"),
+    batch_size: BatchOpt = None,
+    input_size: InputSizeOpt = None,
+    seq_len: SeqLenOpt = None,
+    mode: ModeOpt = "infer",
+    precision: PrecisionOpt = None,
+    optimizer: OptimizerOpt = "sgd-momentum",
+    predictor: PredictorOpt = None,
+    latency_slo_ms: Optional[float] = typer.Option(
+        None, "--latency-slo-ms", help="Also require time per batch on the slice ≤ this (ms)."),
+    margin: float = typer.Option(0.1, "--margin", help="Error margin on memory (0.1 = 10 %)."),
+    all_profiles: bool = typer.Option(
+        False, "--all-profiles", help="Choose among every profile, not only DIPPM's standard "
+                                      "even partitions (1g/2g/3g/7g)."),
+    memory_mb: Optional[float] = typer.Option(
+        None, "--memory-mb", help="Use this peak memory (MiB) instead of predicting it."),
+    overhead_mb: OverheadOpt = None,
+    as_json: JsonOpt = False,
+):
+    """Recommend the smallest MIG profile whose usable memory holds the predicted peak (DIPPM's
+    rule, with an error margin and an optional latency SLO)."""
+    from perfcast.decisions.mig import recommend_mig
+
+    a = recommend_mig(model, device=device, batch_size=batch_size, mode=mode,
+                      precision=precision, latency_slo_ms=latency_slo_ms, margin=margin,
+                      all_profiles=all_profiles, overhead_mb=overhead_mb, memory_mb=memory_mb,
+                      **(_model_kwargs(input_size, seq_len, optimizer, predictor)
+                         if model else {}))
+    if as_json:
+        out.print_json(json.dumps(a.to_dict()))
+        return
+    t = Table(title=f"{a.model} on {a.device} — {a.mode}, {a.precision}, batch {a.batch_size}: "
+                    f"memory {_val(a.memory_mb, '{:,.0f}')} MiB (+{a.margin:.0%} → "
+                    f"{_val(a.required_mb, '{:,.0f}')} MiB)")
+    for col in ("profile", "usable MiB", "headroom MiB", "time/batch on slice", "verdict"):
+        t.add_column(col, justify="left" if col in ("profile", "verdict") else "right")
+    rows = ([{"profile": a.profile, "usable_mb": a.usable_mb, "headroom_mb": a.headroom_mb,
+              "slice_time_ms": a.slice_time_ms, "verdict": "[bold green]recommended[/]"}]
+            if a.profile else [])
+    rows += [{**r, "verdict": "fits"} for r in a.alternatives]
+    rows += [{**r, "verdict": f"[red]{r['reason']}[/]"} for r in a.rejected]
+    order = {r["profile"]: i for i, r in enumerate(a.alternatives + a.rejected)}
+    for r in sorted(rows, key=lambda r: (r["verdict"] != "[bold green]recommended[/]",
+                                         order.get(r["profile"], -1))):
+        t.add_row(r["profile"], _val(r["usable_mb"], "{:,.0f}"), _val(r["headroom_mb"], "{:,.0f}"),
+                  _val(r["slice_time_ms"], "{:,.2f} ms"), r["verdict"])
+    out.print(t)
+    out.print(f"profile: [bold]{a.profile or 'none'}[/bold]", highlight=False)
+    _print_notes(a.notes)
+
+
+@app.command()
+def fit(
+    model: str = typer.Argument(..., help=_MODEL_HELP),
+    device: DeviceOpt = ...,
+    mode: ModeOpt = "train",
+    precision: PrecisionOpt = None,
+    input_size: InputSizeOpt = None,
+    seq_len: SeqLenOpt = None,
+    optimizer: OptimizerOpt = "sgd-momentum",
+    predictor: PredictorOpt = None,
+    margin: float = typer.Option(0.1, "--margin", help="Safety margin on memory (0.1 = 10 %)."),
+    mig_profile: Optional[str] = typer.Option(None, "--mig-profile",
+                                              help="Fit in this MIG slice (e.g. 3g.20gb)."),
+    overhead_mb: OverheadOpt = None,
+    limit: int = typer.Option(65536, "--limit", help="Largest batch searched."),
+    as_json: JsonOpt = False,
+):
+    """Largest batch whose predicted peak memory (+ margin) fits the device or a MIG slice, with
+    the predicted time and throughput at that batch."""
+    from perfcast.decisions.fit import max_batch_size
+
+    r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin,
+                       mig_profile=mig_profile, overhead_mb=overhead_mb, limit=limit,
+                       **_model_kwargs(input_size, seq_len, optimizer, predictor))
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    where = f"{r.device}{' ' + r.mig_profile if r.mig_profile else ''}"
+    t = Table(title=f"{r.model} on {where} — {r.mode}, {r.precision}", show_header=False)
+    t.add_row("largest batch that fits", f"[bold]{_val(r.max_batch_size, '{:,}')}[/bold]")
+    t.add_row("predicted memory at it", f"{_val(r.memory_mb, '{:,.0f} MiB')} "
+              f"(× {1 + r.margin:.2f} ≤ {r.capacity_mb:,.0f} MiB)")
+    t.add_row("memory at the next batch", _val(r.next_memory_mb, "{:,.0f} MiB"))
+    t.add_row("time per batch", _val(r.time_ms, "{:,.2f} ms") + f"  ({r.predictor.get('time_ms', '—')})")
+    t.add_row("throughput", _val(r.throughput_samples_per_s, "{:,.1f} samples/s"))
+    t.add_row("predictions made", str(r.evaluations))
+    out.print(t)
+    _print_notes(r.notes)
+
+
+@app.command()
+def cost(
+    model: Optional[str] = typer.Argument(None, help=_MODEL_HELP + " (optional with --time-ms)"),
+    device: DeviceOpt = ...,
+    iterations: Optional[int] = typer.Option(None, "--iterations", help="Batches (steps) to run."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs (with --dataset-size)."),
+    dataset_size: Optional[int] = typer.Option(None, "--dataset-size", help="Samples per epoch."),
+    batch_size: BatchOpt = None,
+    mode: ModeOpt = "train",
+    precision: PrecisionOpt = None,
+    input_size: InputSizeOpt = None,
+    seq_len: SeqLenOpt = None,
+    optimizer: OptimizerOpt = "sgd-momentum",
+    predictor: PredictorOpt = None,
+    provider: Optional[str] = typer.Option(None, "--provider", help="aws, gcp, azure, … (prices.json)."),
+    price_per_hour: Optional[float] = typer.Option(None, "--price-per-hour",
+                                                   help="USD per GPU-hour (overrides the table)."),
+    region: Optional[str] = typer.Option(None, "--region",
+                                         help="Country (FRA, Germany) or cloud region (aws:us-east-1)."),
+    time_ms: Optional[float] = typer.Option(None, "--time-ms",
+                                            help="Time per batch (ms) instead of predicting it."),
+    power_w: Optional[float] = typer.Option(None, "--power-w", help="Mean power (W) for the energy."),
+    pue: float = typer.Option(1.0, "--pue", help="Data-centre PUE multiplying the energy."),
+    as_json: JsonOpt = False,
+):
+    """Hours, USD, kWh and kg CO2e of a job: predicted (or given) time per batch × iterations,
+    priced per GPU-hour, energy from predicted energy or time × power (an estimate, said so)."""
+    from perfcast.decisions.cost import estimate_cost
+
+    c = estimate_cost(model, device=device, iterations=iterations, epochs=epochs,
+                      dataset_size=dataset_size, batch_size=batch_size, mode=mode,
+                      precision=precision, optimizer=optimizer, input_size=input_size,
+                      seq_len=seq_len, provider=provider, price_per_hour=price_per_hour,
+                      region=region, time_ms=time_ms, power_w=power_w, pue=pue,
+                      predictor=predictor)
+    if as_json:
+        out.print_json(json.dumps(c.to_dict()))
+        return
+    t = Table(title=f"{c.model or 'job'} on {c.device} — {c.iterations:,} × batch {c.batch_size}",
+              show_header=False)
+    t.add_row("time per batch", f"{c.time_ms_per_iteration:,.2f} ms")
+    t.add_row("duration", f"[bold]{c.hours:,.2f} h[/bold]")
+    t.add_row("price", _val(c.usd_per_gpu_hour, "{:,.3f} USD/GPU-h"))
+    t.add_row("cost", f"[bold]{_val(c.usd, '{:,.2f} USD')}[/bold]")
+    t.add_row("power", _val(c.power_w, "{:,.0f} W"))
+    t.add_row("energy", _val(c.energy_kwh, "{:,.2f} kWh"))
+    t.add_row("carbon intensity", _val(c.carbon_g_per_kwh, "{:,.0f} g CO2e/kWh"))
+    t.add_row("emissions", f"[bold]{_val(c.kg_co2e, '{:,.2f} kg CO2e')}[/bold]")
+    out.print(t)
+    for k, v in c.sources.items():
+        out.print(f"[dim]{k}: {v}[/dim]", highlight=False)
+    _print_notes(c.notes)
+
+
+@app.command()
+def rank(
+    model: str = typer.Argument(..., help=_MODEL_HELP),
+    devices: str = typer.Option("all", "--devices", help="all or a comma list of device keys."),
+    objective: str = typer.Option("time", "--objective", help="time, cost or energy."),
+    batch_size: BatchOpt = None,
+    mode: ModeOpt = "infer",
+    precision: Optional[str] = typer.Option(
+        None, "--precision", help="fp32, amp, fp16 or bf16 (default: each device's measured one)."),
+    input_size: InputSizeOpt = None,
+    seq_len: SeqLenOpt = None,
+    optimizer: OptimizerOpt = "sgd-momentum",
+    iterations: int = typer.Option(1000, "--iterations", help="Batches the cost/energy are for."),
+    provider: Optional[str] = typer.Option(None, "--provider", help="Price table provider."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Also write a PNG bar chart here."),
+    as_json: JsonOpt = False,
+):
+    """Rank devices for MODEL by time per batch, cost or energy (with memory fit)."""
+    from perfcast.decisions.rank import rank as do_rank
+
+    r = do_rank(model, devices=devices, objective=objective, batch_size=batch_size, mode=mode,
+                precision=precision, iterations=iterations, provider=provider,
+                **_model_kwargs(input_size, seq_len, optimizer, None))
+    if plot:
+        r.plot(plot)
+    if as_json:
+        out.print_json(json.dumps({**r.to_dict(), **({"plot": plot} if plot else {})}))
+        return
+    t = Table(title=f"{r.model} — {r.mode}, batch {r.batch_size}, by {r.objective} "
+                    f"(USD, kWh for {r.iterations:,} batches; time from: learned·records "
+                    f"trained on, or roofline)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "device", "ms/batch", "time from", "MiB", "fits", "USD", "kWh"):
+        t.add_column(col, justify="left" if col in ("device", "time from", "fits") else "right",
+                     no_wrap=True)
+    for d in r.devices:
+        src = d.time_source + (f"·{d.trained_records:,}" if d.trained_records else "")
+        t.add_row(str(d.rank), f"{d.device} {d.precision}", _val(d.time_ms, "{:,.1f}"), src,
+                  _val(d.memory_mb, "{:,.0f}"),
+                  {True: "yes", False: "[red]no[/red]", None: "—"}[d.fits],
+                  _val(d.usd, "{:,.2f}"), _val(d.energy_kwh, "{:.3g}"))
+    out.print(t)
+    if plot:
+        out.print(f"chart: {plot}")
+    _print_notes(r.notes)
+
+
 @app.command()
 def train(
     recipe: Optional[str] = typer.Option(
@@ -558,10 +791,20 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # click usage errors and anything unexpected
         import click
 
-        if isinstance(exc, click.exceptions.Abort):
+        # typer ≥ 0.20 vendors its own copy of click (typer._click): check both
+        aborts, usage = (click.exceptions.Abort,), (click.ClickException,)
+        try:
+            from typer import exceptions as _te
+            from typer._click import exceptions as _tce
+
+            aborts += tuple(c for c in (getattr(_te, "Abort", None),) if c)
+            usage += (_tce.ClickException,)
+        except ImportError:
+            pass
+        if isinstance(exc, aborts):
             err.print("interrupted", highlight=False)
             return 130
-        if isinstance(exc, click.ClickException):
+        if isinstance(exc, usage):
             err.print(f"error: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
             return 2
         if os.environ.get("PERFCAST_DEBUG"):

@@ -194,3 +194,34 @@ def test_roofline_helper_matches_predictor(tiny_feature_set):
     assert roofline_time_ms(g, None, 4, "infer", "fp32", "a100-40gb") == 0.0
     with pytest.raises(PerfcastError):
         roofline_time_ms(fs.graphs[0], None, 0, "infer", "fp32", "a100-40gb")
+
+
+def test_xgboost_memory_baseline_scales_with_simulation(tiny_feature_set, tmp_path):
+    """memory_baseline: boosting starts from log(simulated tensors + offset), so a record whose
+    simulation is larger gets a proportionally larger prediction — beyond any training label."""
+    import numpy as np
+
+    from perfcast.predictors import create_predictor, load_predictor
+
+    j = list(tiny_feature_set.static_names).index("log1p_memsim_mb")
+
+    def with_sim(mib: float):
+        out = tiny_feature_set.subset(np.arange(len(tiny_feature_set)))
+        out.static = tiny_feature_set.static.copy()
+        out.static[:, j] = np.log1p(mib)
+        return out
+
+    fs = with_sim(1.0)  # a constant simulation: the trees cannot split on it
+    pred = create_predictor("xgboost", grid=False, n_estimators=30, memory_baseline=True)
+    pred.fit(fs, targets=["memory_mb"])
+    off = pred.offset_mb_
+    assert off > 0  # median measured − simulated over the smallest simulations
+    base = pred.predict(fs)[:, 0]
+    pred.save(tmp_path / "m")
+    again = load_predictor(tmp_path / "m")
+    assert again.offset_mb_ == off
+    np.testing.assert_allclose(again.predict(fs)[:, 0], base, rtol=1e-6)
+    # a simulated peak S multiplies the prediction by (S + offset) / (1 + offset)
+    s_mib = 10 * off
+    np.testing.assert_allclose(pred.predict(with_sim(s_mib))[:, 0],
+                               base * (s_mib + off) / (1 + off), rtol=1e-4)

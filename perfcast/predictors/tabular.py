@@ -256,7 +256,38 @@ class XGBoostPredictor(Predictor):
                 "early_stopping_rounds": 30, "n_estimators": 500, "learning_rate": 0.1,
                 "max_depth": 6, "subsample": 0.8, "colsample_bytree": 0.8,
                 "min_child_weight": 1.0, "reg_lambda": 1.0, "n_jobs": 1, "seed": 0,
-                "warm_start": False, "warm_start_rounds": 50, "target_space": "log"}
+                "warm_start": False, "warm_start_rounds": 50, "target_space": "log",
+                "memory_baseline": False}
+
+    def _baseline(self, data: FeatureSet, target: str) -> np.ndarray | None:
+        """``memory_baseline``: log(simulated tensors + runtime offset) per record, the boosting
+        start for ``memory_mb`` (the trees learn the log ratio to it, which — unlike a tree's
+        output — carries over to batches beyond the training data). The offset (MiB) is the
+        median of measured − simulated over the training records with the smallest simulations
+        (``offset_mb_``, set in fit)."""
+        if not (self.p("memory_baseline") and target == "memory_mb"
+                and self.p("target_space") == "log"):
+            return None
+        names = list(data.static_names)
+        if "log1p_memsim_mb" not in names:
+            raise PerfcastError("xgboost: memory_baseline needs the memory-simulation feature "
+                                "(build the feature set with memsim=True)")
+        sim = np.expm1(data.static[:, names.index("log1p_memsim_mb")].astype(np.float64))
+        return np.log(np.maximum(sim + self.offset_mb_, 1.0))
+
+    def _fit_offset(self, train: FeatureSet) -> None:
+        self.offset_mb_ = 0.0
+        if not (self.p("memory_baseline") and "memory_mb" in self.targets_):
+            return
+        names = list(train.static_names)
+        if "log1p_memsim_mb" not in names:
+            return
+        sim = np.expm1(train.static[:, names.index("log1p_memsim_mb")].astype(np.float64))
+        y = train.target("memory_mb")
+        m = np.isfinite(y) & (y > 0) & (sim > 0)
+        if m.sum() >= 5:
+            small = m & (sim <= np.quantile(sim[m], 0.05))
+            self.offset_mb_ = float(max(0.0, np.median(y[small] - sim[small])))
 
     def _fwd(self, y: np.ndarray) -> np.ndarray:
         """Label transform: ``log`` (relative error; default) or ``linear`` (ablation)."""
@@ -274,13 +305,14 @@ class XGBoostPredictor(Predictor):
                 "reg_lambda": float(self.p("reg_lambda")), "nthread": int(self.p("n_jobs")),
                 "seed": int(self.p("seed"))}
 
-    def _search(self, x, ly, groups, target) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    def _search(self, x, ly, groups, target, base=None
+                ) -> tuple[dict[str, Any], int, dict[str, Any]]:
         """Grid search for one target; returns ``(params, rounds, report)``."""
         import xgboost as xgb
 
         space = self.p("grid_space") or DEFAULT_GRID
         folds = group_kfold(groups, int(self.p("cv_folds")))
-        dtrain = xgb.DMatrix(x, label=ly, nthread=int(self.p("n_jobs")))
+        dtrain = xgb.DMatrix(x, label=ly, nthread=int(self.p("n_jobs")), base_margin=base)
         keys = sorted(space)
         best = None
         t0 = time.perf_counter()
@@ -310,6 +342,7 @@ class XGBoostPredictor(Predictor):
         if not warm:
             self.boosters_: dict[str, Any] = {}
             self.chosen_: dict[str, Any] = {}
+            self._fit_offset(train)
         x_all = train.static.astype(np.float32)
         groups_all = train.families() if "family" in train.rows.columns else \
             np.zeros(len(train), dtype=str)
@@ -320,14 +353,18 @@ class XGBoostPredictor(Predictor):
             if not m.any():
                 raise PerfcastError(f"xgboost: no positive label for {t}")
             x, ly, groups = x_all[m], self._fwd(y[m]), groups_all[m]
-            dtrain = xgb.DMatrix(x, label=ly, nthread=nthread)
+            base = self._baseline(train, t)
+            base = base[m] if base is not None else None
+            dtrain = xgb.DMatrix(x, label=ly, nthread=nthread, base_margin=base)
             evals, dvalid = [], None
             if valid is not None and len(valid):
                 yv = valid.target(t)
                 mv = np.isfinite(yv) & (yv > 0)
                 if mv.any():
+                    bv = self._baseline(valid, t)
                     dvalid = xgb.DMatrix(valid.static.astype(np.float32)[mv],
-                                         label=self._fwd(yv[mv]), nthread=nthread)
+                                         label=self._fwd(yv[mv]), nthread=nthread,
+                                         base_margin=bv[mv] if bv is not None else None)
                     evals = [(dvalid, "valid")]
             rec: dict[str, Any] = {"target": t}
             if warm:
@@ -341,7 +378,7 @@ class XGBoostPredictor(Predictor):
             else:
                 n_groups = len(np.unique(groups))
                 if self.p("grid") and n_groups >= 2:
-                    params, rounds, report = self._search(x, ly, groups, t)
+                    params, rounds, report = self._search(x, ly, groups, t, base)
                     rec.update({k: v for k, v in report.items() if k != "chosen"})
                     es = None
                 else:
@@ -375,13 +412,16 @@ class XGBoostPredictor(Predictor):
         for j, t in enumerate(self.targets_):
             bst = self.boosters_[t]
             bst.set_param({"nthread": int(self.p("n_jobs"))})
-            out[:, j] = self._inv(bst.inplace_predict(x).astype(np.float64))
+            base = self._baseline(data, t)
+            z = bst.inplace_predict(x, base_margin=base) if base is not None else \
+                bst.inplace_predict(x)
+            out[:, j] = self._inv(z.astype(np.float64))
         return out
 
     def _state(self):
         tensors = {f"booster.{t}": np.frombuffer(bytes(b.save_raw("json")), dtype=np.uint8).copy()
                    for t, b in self.boosters_.items()}
-        return tensors, {"chosen": self.chosen_}
+        return tensors, {"chosen": self.chosen_, "offset_mb": self.offset_mb_}
 
     def _set_state(self, tensors, state) -> None:
         import xgboost as xgb
@@ -395,6 +435,7 @@ class XGBoostPredictor(Predictor):
             bst.load_model(bytearray(tensors[key].numpy().tobytes()))
             self.boosters_[t] = bst
         self.chosen_ = dict(state.get("chosen", {}))
+        self.offset_mb_ = float(state.get("offset_mb", 0.0))
 
 
 __all__ = ["DEFAULT_GRID", "MLPPredictor", "XGBoostPredictor", "group_kfold"]

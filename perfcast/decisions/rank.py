@@ -1,0 +1,166 @@
+"""Rank hardware for one job: time, memory fit, cost and energy on every device, sorted.
+
+Devices whose time comes from a learned predictor are ranked first; devices with no labeled
+data (roofline time: an optimistic bound, often several times below measured) follow, ranked
+among themselves — mixing the two would put every unmeasured GPU on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from perfcast.errors import PerfcastError
+
+OBJECTIVES = ("time", "cost", "energy")
+GIB_MB = 1024.0
+
+
+@dataclass
+class DeviceRank:
+    """One device: ``time_ms`` per batch, ``memory_mb`` predicted peak vs ``capacity_mb`` (MiB),
+    ``usd_per_hour`` (cheapest on-demand GPU-hour on file), ``usd`` and ``energy_kwh`` for the
+    job's ``iterations`` batches, ``power_w`` used for the energy (an estimate: TDP);
+    ``trained_records``: labeled records behind a learned time (few = treat with care)."""
+
+    rank: int
+    device: str
+    kind: str
+    precision: str
+    time_ms: float | None
+    time_source: str
+    throughput_samples_per_s: float | None
+    memory_mb: float | None
+    capacity_mb: float | None
+    fits: bool | None
+    usd_per_hour: float | None
+    usd: float | None
+    power_w: float | None
+    energy_kwh: float | None
+    trained_records: int | None = None
+    predictor: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Ranking:
+    """``devices`` sorted by ``objective`` (learned-time devices first); ``iterations``: batches
+    the cost and energy columns are for."""
+
+    model: str
+    mode: str
+    batch_size: int
+    objective: str
+    iterations: int
+    devices: list[DeviceRank]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def plot(self, path: str) -> str:
+        """Bar chart of the objective per device (PNG); returns the path."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        key = {"time": "time_ms", "cost": "usd", "energy": "energy_kwh"}[self.objective]
+        unit = {"time": "ms per batch", "cost": f"USD for {self.iterations:,} batches",
+                "energy": f"kWh for {self.iterations:,} batches"}[self.objective]
+        rows = [d for d in self.devices if getattr(d, key) is not None]
+        if not rows:
+            raise PerfcastError(f"nothing to plot: no device has a {self.objective} value")
+        fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.2))
+        colors = ["tab:blue" if d.time_source == "learned" else "tab:gray" for d in rows]
+        hatches = ["" if d.fits is not False else "//" for d in rows]
+        bars = ax.barh([d.device for d in rows][::-1], [getattr(d, key) for d in rows][::-1],
+                       color=colors[::-1])
+        for b, h in zip(bars, hatches[::-1]):
+            b.set_hatch(h)
+        ax.set_xlabel(unit)
+        ax.set_title(f"{self.model} · {self.mode} · batch {self.batch_size} — "
+                     f"blue: learned time, gray: roofline bound, hatched: does not fit",
+                     fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
+
+
+def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time",
+         batch_size: int | None = None, mode: str = "infer", precision: str | None = None,
+         iterations: int = 1000, provider: str | None = None,
+         **predict_kwargs: Any) -> Ranking:
+    """Predict ``model`` on every device in ``devices`` (``"all"``, a comma list or a list of
+    registry keys) and sort by ``objective`` (``time`` per batch, ``cost`` or ``energy`` of
+    ``iterations`` batches). ``precision=None``: each device's measured precision.
+    ``predict_kwargs`` go to :func:`perfcast.predict`."""
+    from perfcast.api import DEFAULT_BATCH
+    from perfcast.api import predict as api_predict
+    from perfcast.decisions.cost import price_for
+    from perfcast.devices import device_keys, get_device
+
+    if objective not in OBJECTIVES:
+        raise PerfcastError(f"unknown objective {objective!r} (use {', '.join(OBJECTIVES)})")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations <= 0:
+        raise PerfcastError(f"iterations must be a positive integer, got {iterations!r}")
+    if devices == "all" or devices is None:
+        keys = device_keys()
+    else:
+        keys = [k.strip() for k in (devices.split(",") if isinstance(devices, str) else devices)
+                if k.strip()]
+        if not keys:
+            raise PerfcastError("no devices given (use all or a comma list such as "
+                                "rtx4090,a100-40gb)")
+    devs = [get_device(k) for k in keys]  # unknown keys fail here, before any work
+    if provider is not None:
+        price_for(devs[0].key, provider)  # validates the provider name
+    batch_size = batch_size or DEFAULT_BATCH[mode]
+    rows: list[DeviceRank] = []
+    label = model if isinstance(model, str) else type(model).__name__
+    for dev in devs:
+        p = api_predict(model, device=dev.key, batch_size=batch_size, mode=mode,
+                        precision=precision, **predict_kwargs)
+        label = p.model
+        src = p.predictor.get("time_ms")
+        time_source = "learned" if src and src not in ("roofline",) else (src or "none")
+        capacity = dev.memory_gb * GIB_MB if dev.memory_gb else None
+        fits = (p.memory_mb <= capacity) if (p.memory_mb is not None and capacity) else None
+        price = price_for(dev.key, provider) if dev.is_gpu else None
+        usd_h = price[0] if price else None
+        hours = p.time_ms * iterations / 3.6e6 if p.time_ms else None
+        if p.energy_j is not None:
+            energy = p.energy_j * iterations / 3.6e6
+            power = p.power_w
+        else:
+            power = dev.tdp_w
+            energy = power * hours / 1e3 if (power and hours) else None
+        rows.append(DeviceRank(
+            rank=0, device=dev.key, kind=dev.kind, precision=p.precision, time_ms=p.time_ms,
+            time_source=time_source, throughput_samples_per_s=p.throughput_samples_per_s,
+            memory_mb=p.memory_mb, capacity_mb=capacity, fits=fits, usd_per_hour=usd_h,
+            usd=usd_h * hours if (usd_h and hours) else None, power_w=power,
+            energy_kwh=energy, predictor=dict(p.predictor),
+            trained_records=(p.trained_on.get("time_ms") or {}).get("records"),
+            notes=[n for n in p.notes if n.startswith(("time_ms", "precision"))]))
+    key = {"time": "time_ms", "cost": "usd", "energy": "energy_kwh"}[objective]
+
+    def order(d: DeviceRank):
+        v = getattr(d, key)
+        return (v is None, d.time_source != "learned", d.fits is False,
+                v if v is not None else 0.0)
+
+    rows.sort(key=order)
+    for i, d in enumerate(rows, 1):
+        d.rank = i
+    notes = ["devices with a value for the objective come first; among them, devices with a "
+             "learned time prediction rank before those with a roofline time (no labeled data "
+             "for that device: an optimistic bound)",
+             "energy = time × TDP when no energy prediction exists (an upper-bound estimate of "
+             "the board power)"]
+    if objective == "cost":
+        notes.append("cost: cheapest on-demand GPU-hour on file (perfcast/decisions/data/"
+                     "prices.json); devices without a price have no cost")
+    return Ranking(model=label, mode=mode, batch_size=batch_size, objective=objective,
+                   iterations=iterations, devices=rows, notes=notes)
