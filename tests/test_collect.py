@@ -88,10 +88,16 @@ def test_yaml_spec(tmp_path):
     assert len(sweeps[0].configs("cpu", None)) == 4
 
 
-def _db_rows(path):
+def _db_rows(path, missing_ok: bool = False):
     con = sqlite3.connect(path)
-    rows = con.execute("SELECT config_key, status, n FROM measurements").fetchall()
-    con.close()
+    try:
+        rows = con.execute("SELECT config_key, status, n FROM measurements").fetchall()
+    except sqlite3.OperationalError:
+        if not missing_ok:  # polling: the file can exist a moment before its table
+            raise
+        rows = []
+    finally:
+        con.close()
     return rows
 
 
@@ -127,7 +133,7 @@ def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     deadline = time.time() + 240
     while time.time() < deadline:
         time.sleep(0.3)
-        if db.exists() and len(_db_rows(db)) >= 2:
+        if db.exists() and len(_db_rows(db, missing_ok=True)) >= 2:
             break
     proc.send_signal(sig)
     proc.wait(timeout=60)
