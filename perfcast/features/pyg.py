@@ -48,7 +48,12 @@ def import_pyg():
                 stub = _DeferredPackage(name)
                 stub.__path__ = [f"{root}/{name.rpartition('.')[2]}"]
                 sys.modules[name] = stub
-    import torch_geometric
+    import warnings
+
+    with warnings.catch_warnings():  # PyG's pooling modules call torch.jit.script at import
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated",
+                                category=FutureWarning)
+        import torch_geometric
 
     return torch_geometric
 
