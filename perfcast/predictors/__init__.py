@@ -18,7 +18,8 @@ from perfcast.predictors.features import TARGETS, FeatureSet, build_feature_set
 _REGISTRY: dict[str, type[Predictor]] = {}
 # modules that register the built-in predictors (imported lazily: torch_geometric, xgboost)
 _BUILTIN_MODULES = ("perfcast.predictors.gnn", "perfcast.predictors.tabular",
-                    "perfcast.predictors.roofline", "perfcast.predictors.memsim")
+                    "perfcast.predictors.roofline", "perfcast.predictors.memsim",
+                    "perfcast.predictors.trappm")
 _loaded = False
 
 
