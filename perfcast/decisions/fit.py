@@ -15,8 +15,6 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 
-GIB_MB = 1024.0
-
 
 @dataclass
 class FitResult:
@@ -74,8 +72,8 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
                                 f"(use {', '.join(by_name)})")
         profile = by_name[mig_profile]
         capacity = profile.usable_mb
-    elif dev.memory_gb:
-        capacity = dev.memory_gb * GIB_MB
+    elif dev.memory_mb:
+        capacity = dev.memory_mb
     else:
         raise PerfcastError(f"the device registry has no memory size for {dev.key}")
 

@@ -13,7 +13,6 @@ from typing import Any
 from perfcast.errors import PerfcastError
 
 OBJECTIVES = ("time", "cost", "energy")
-GIB_MB = 1024.0
 
 
 @dataclass
@@ -125,7 +124,7 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
         label = p.model
         src = p.predictor.get("time_ms")
         time_source = "learned" if src and src not in ("roofline",) else (src or "none")
-        capacity = dev.memory_gb * GIB_MB if dev.memory_gb else None
+        capacity = dev.memory_mb
         fits = (p.memory_mb <= capacity) if (p.memory_mb is not None and capacity) else None
         price = price_for(dev.key, provider) if dev.is_gpu else None
         usd_h = price[0] if price else None

@@ -118,6 +118,11 @@ class Device:
         return self.kind == "gpu"
 
     @property
+    def memory_mb(self) -> float | None:
+        """Device memory in MiB (a GPU's "40 GB" is 40 GiB = 40,960 MiB); None when unknown."""
+        return float(self.memory_gb) * 1024.0 if self.memory_gb else None
+
+    @property
     def compute_units(self) -> int | None:
         """SM count for GPUs, cores for CPUs."""
         return self.sm_count if self.is_gpu else self.cores

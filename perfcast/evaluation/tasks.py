@@ -223,10 +223,9 @@ def device_memory_mib(device: str) -> float | None:
     from perfcast.devices import get_device
 
     try:
-        gb = get_device(device).memory_gb
+        return get_device(device).memory_mb
     except PerfcastError:
         return None
-    return float(gb) * 1024.0 if gb else None
 
 
 def impossible_mask(fs: FeatureSet) -> np.ndarray:
