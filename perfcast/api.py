@@ -88,13 +88,25 @@ class Prediction:
         return asdict(self)
 
 
+def _learning_request(model: str, input_size, seq_len):
+    """The graph request of a spec's learning graph: forward, fp32, the reference batch (see
+    perfcast.predictors.graphs)."""
+    from perfcast.frontends import GraphRequest
+    from perfcast.predictors.graphs import REF_BATCH
+
+    return GraphRequest(spec=model, batch_size=REF_BATCH,
+                        input_size=tuple(input_size) if input_size else None, seq_len=seq_len,
+                        mode="infer", precision="fp32")
+
+
 def _learning_graph(model: Any, input_size, seq_len, example_inputs, use_cache: bool):
     """Forward fp32 graph at the reference batch (see perfcast.predictors.graphs)."""
     from perfcast.predictors.graphs import REF_BATCH
 
     if isinstance(model, str):
-        return load_graph(model, batch_size=REF_BATCH, input_size=input_size, seq_len=seq_len,
-                          mode="infer", precision="fp32", use_cache=use_cache)
+        from perfcast.cache import get_graph
+
+        return get_graph(_learning_request(model, input_size, seq_len), use_cache=use_cache)
     if example_inputs is not None:  # keep the user's example batch; features rescale to batch
         return load_graph(model, example_inputs=example_inputs, mode="infer", precision="fp32")
     return load_graph(model, batch_size=REF_BATCH, input_size=input_size, mode="infer",
@@ -193,15 +205,10 @@ def _memsim_record(model: str, mode: str, batch_size: int, seq_len: int | None,
 
 
 def _graph_cached(model: str, input_size, seq_len) -> bool:
-    from perfcast.cache import cache_dir, cache_key
-    from perfcast.frontends import GraphRequest
-    from perfcast.predictors.graphs import REF_BATCH
+    from perfcast.cache import cache_path
 
     try:
-        req = GraphRequest(spec=model, batch_size=REF_BATCH,
-                           input_size=tuple(input_size) if input_size else None, seq_len=seq_len,
-                           mode="infer", precision="fp32")
-        return (cache_dir() / f"{cache_key(req)}.npz").exists()
+        return cache_path(_learning_request(model, input_size, seq_len)).exists()
     except (PerfcastError, OSError):
         return True  # let the normal path report the problem
 

@@ -57,10 +57,15 @@ def cache_key(req: GraphRequest) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def cache_path(req: GraphRequest) -> Path:
+    """Where the graph of ``req`` is (or would be) cached."""
+    return cache_dir() / f"{cache_key(req)}.npz"
+
+
 def get_graph(req: GraphRequest, use_cache: bool = True) -> ModelGraph:
     """Return the graph for ``req``, from the cache when present (and store it when built)."""
     req.validate()
-    path = cache_dir() / f"{cache_key(req)}.npz"
+    path = cache_path(req)
     if use_cache and path.exists():
         try:
             return ModelGraph.load(path)
