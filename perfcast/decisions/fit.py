@@ -113,14 +113,7 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
                         break
                     guess = min(limit, max(guess + 1, int(guess * 1.25)))
                 else:
-                    hi = guess
-                    # step down quickly while the guess overshoots a lot
-                    down = max(lo + 1, int(guess / 1.25))
-                    while down > lo + 1 and down < hi and not fits(down):
-                        hi = down
-                        down = max(lo + 1, int(down / 1.25))
-                    if down < hi and down > lo and fits(down):
-                        lo = down
+                    hi = guess  # bracketed: bisection below
         while hi is not None and hi - lo > 1:
             mid = (lo + hi) // 2
             if fits(mid):
