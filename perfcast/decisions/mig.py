@@ -212,6 +212,7 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
         return {"profile": p.name, "usable_mb": round(p.usable_mb, 1),
                 "headroom_mb": round(p.usable_mb - memory_mb, 1),
                 "slice_time_ms": slice_time_ms(time_ms, p, dev), "standard": p.standard,
+                "compute_slices": p.compute_slices,
                 "max_instances": p.max_instances, **({"reason": reason} if reason else {})}
 
     out = MigAdvice(
@@ -234,12 +235,9 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
                            "precision")
     elif out.alternatives and not all_profiles:
         smaller = [a["profile"] for a in out.alternatives
-                   if not a["standard"] and _slices(a["profile"]) < chosen.compute_slices]
+                   if not a["standard"] and a["compute_slices"] < chosen.compute_slices]
         if smaller:
             out.notes.append(f"{', '.join(smaller)} also fit with fewer compute slices "
                              f"(non-standard profiles; --all-profiles to choose among them)")
     return out
 
-
-def _slices(name: str) -> int:
-    return int(name.split("g.")[0])
