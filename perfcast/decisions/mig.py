@@ -240,4 +240,3 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
             out.notes.append(f"{', '.join(smaller)} also fit with fewer compute slices "
                              f"(non-standard profiles; --all-profiles to choose among them)")
     return out
-
