@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The unlabeled graph corpus for TraPPM pre-training (issue #6): every timm model (98 families,
-# 1,353 current names without test_ models) × input sizes × batch sizes, forward graphs, plus
-# training graphs of 5 variants per family. ≈ 20,800 graphs. Resumable: re-run to continue
-# (graphs already in the index are skipped); passes are ordered so a partial corpus still
-# covers every family.
+# 1,353 current names without test_ models) × input sizes × batch sizes, inference graphs, plus
+# training graphs of 5 variants per family. ≈ 23,800 graphs. A model's inference graphs at batch
+# 2…128 come from one symbolic-batch trace (`timm_graphs_for_batches`, identical to a trace per
+# batch). Resumable: re-run to continue (graphs already in the index are skipped); passes are
+# ordered so a partial corpus still covers every family.
 #
 #   nice -n 19 bash benchmarks/build_trappm_corpus.sh [CORPUS_DIR]   (default ~/.cache/perfcast/corpus)
 set -euo pipefail
@@ -13,11 +14,8 @@ PC=".venv/bin/perfcast"
 W="${WORKERS:-2}"
 run() { echo "== $(date -u +%FT%TZ) pass: $*"; "$PC" corpus --out "$OUT" --workers "$W" "$@"; }
 run --input-sizes 224 --batch-sizes 1
-run --input-sizes 160,288 --batch-sizes 1
-run --input-sizes 224 --batch-sizes 16
-run --input-sizes 128,192,256,320 --batch-sizes 1
-run --input-sizes 160,288 --batch-sizes 16
-run --input-sizes 224 --batch-sizes 64
-run --input-sizes 128,192,256,320 --batch-sizes 16
+run --input-sizes 224 --batch-sizes 2,4,8,16,32,64,128
 run --modes train --input-sizes 224 --batch-sizes 8 --variants-per-family 5
+run --input-sizes 160,288 --batch-sizes 1
+run --input-sizes 288 --batch-sizes 2,4,8,16,32,64,128
 echo "== $(date -u +%FT%TZ) done: $(($(wc -l < "$OUT/index.csv") - 1)) index rows in $OUT"

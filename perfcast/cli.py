@@ -741,6 +741,10 @@ def train(
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs (learned GNN/MLP predictors)."),
     workers: int = typer.Option(2, "--workers", help="Worker processes building graphs."),
     only: Optional[str] = typer.Option(None, "--only", help="Recipe: comma-separated entry ids."),
+    transfer: str = typer.Option(
+        "auto", "--transfer", help="--init-from: auto (pick the better on held-out models), "
+                                   "finetune (train every weight further) or recalibrate (map "
+                                   "the prediction, log y = a + b·log ŷ)."),
     list_models: bool = typer.Option(False, "--list", help="List the shipped models and exit."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):
@@ -785,9 +789,12 @@ def train(
             if not data or not out_dir:
                 raise PerfcastError("--init-from needs --data (your measurements) and --out DIR")
             pred, fs = T.fine_tune(init_from, data, out_dir, device=device, epochs=epochs,
-                                   workers=workers, progress=on_progress)
+                                   workers=workers, transfer=transfer, progress=on_progress)
+            tr = pred.trained_on_["transfer"]
             summary = {"predictor": pred.name, "init_from": init_from, "records": len(fs),
-                       "targets": pred.targets_, "out": out_dir}
+                       "targets": pred.targets_, "transfer": tr["recipe"],
+                       **({"held_out_mape": tr["held_out_mape"]} if "held_out_mape" in tr else {}),
+                       "out": out_dir}
         elif data:
             if not out_dir:
                 raise PerfcastError("--data needs --out DIR (where the trained predictor goes)")

@@ -27,3 +27,50 @@ def test_corpus_bad_input(tmp_path):
     assert main(["corpus", "--out", str(tmp_path), "--families", "no_such_family"]) == 2
     assert main(["corpus", "--out", str(tmp_path), "--workers", "0"]) == 2
     assert main(["corpus", "--out", str(tmp_path), "--modes", "fly"]) == 2
+
+
+def _signature(g: ModelGraph):
+    nodes = [(n.op, n.input_shapes, n.output_shapes, n.flops, n.macs, n.params, n.output_bytes,
+              n.attrs, n.phase) for n in g.nodes]
+    edges = [(e.src, e.dst, e.bytes, e.kind) for e in g.edges]
+    m = g.meta
+    return nodes, edges, m.batch_size, m.input_shapes, m.total_params, m.model_id
+
+
+def test_symbolic_batch_graphs_equal_one_trace_per_batch():
+    """One symbolic-batch export gives, at every batch, the graph a trace at that batch gives —
+    CNN (conv/bn/pool), ViT (class token expanded to the batch, attention) and a pure MLP."""
+    from perfcast.frontends import GraphRequest, build_graph, timm_graphs_for_batches
+
+    for name, size in (("resnet10t", 64), ("vit_tiny_patch16_224", 64), ("mixer_s32_224", 64)):
+        graphs = timm_graphs_for_batches(name, (3, size, size), [2, 5, 32])
+        assert sorted(graphs) == [2, 5, 32]
+        for b, g in graphs.items():
+            ref = build_graph(GraphRequest(spec=f"timm:{name}", batch_size=b,
+                                           input_size=(3, size, size)))
+            assert _signature(g) == _signature(ref), (name, b)
+        assert graphs[32].activation_bytes > graphs[2].activation_bytes
+
+
+def test_symbolic_batch_rejects_batch_one():
+    import pytest
+
+    from perfcast.errors import TraceError
+    from perfcast.frontends import timm_graphs_for_batches
+
+    with pytest.raises(TraceError, match=">= 2"):
+        timm_graphs_for_batches("resnet10t", (3, 64, 64), [1, 4])
+
+
+def test_corpus_batch_sweep_uses_one_trace(tmp_path, capsys):
+    args = ["corpus", "--out", str(tmp_path), "--families", "resnet", "--variants-per-family", "1",
+            "--input-sizes", "64", "--batch-sizes", "1,4,16", "--workers", "1", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] == 3
+    rows = {int(r["batch_size"]): r for r in csv.DictReader(open(tmp_path / "index.csv"))}
+    # batch 4 and 16 share one trace: the same time share is recorded for both
+    assert rows[4]["seconds"] == rows[16]["seconds"]
+    for b, r in rows.items():
+        g = ModelGraph.load(tmp_path / "graphs" / f"{r['key']}.npz")
+        assert g.meta.batch_size == b and g.meta.input_shapes[0][0] == b

@@ -13,6 +13,7 @@
 ``seeds.csv``                   metrics per predictor × target × seed (pooled folds of a seed)
 ``fits.csv``                    per predictor × fold: sizes, fit / predict seconds, epochs
 ``folds.csv``                   per fold: train / validation / test records, models, families
+``histories.csv``               per learned predictor × fold × epoch: train / validation loss
 ``predictions.csv``             test rows: record, model, family, batch_size, …, target,
                                 actual, predicted, predictor, fold, seed
 ``run.json``                    the run's configuration and overall metrics (machine-readable)
@@ -82,6 +83,7 @@ def _write_all(res, d: Path, plots: bool) -> None:
     res.fold_metrics.to_csv(d / "seeds.csv", index=False, float_format="%.6g")
     res.fits.to_csv(d / "fits.csv", index=False, float_format="%.4g")
     fold_table(res).to_csv(d / "folds.csv", index=False)
+    history_table(res).to_csv(d / "histories.csv", index=False, float_format="%.6g")
     res.predictions.to_csv(d / "predictions.csv", index=False, float_format="%.6g")
     (d / "per_family.md").write_text(per_family_markdown(res))
     (d / "run.json").write_text(json.dumps(run_json(res), indent=1))
@@ -92,6 +94,13 @@ def _write_all(res, d: Path, plots: bool) -> None:
 
 
 # -- tables -------------------------------------------------------------------------------------
+
+def history_table(res) -> pd.DataFrame:
+    """One row per (predictor, fold, epoch) of the learned predictors: their loss columns."""
+    rows = [{"predictor": p, "fold": f, **rec} for (p, f), hist in res.histories.items()
+            for rec in hist or []]
+    return pd.DataFrame(rows, columns=None if rows else ["predictor", "fold", "epoch"])
+
 
 def fold_table(res) -> pd.DataFrame:
     fam = res.data.fs.families()

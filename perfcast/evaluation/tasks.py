@@ -51,9 +51,9 @@ _DIPPM_SET = ("A100 inference, 10,508 graphs; one MAPE over latency, energy and 
 
 
 def _trappm(target: str) -> tuple[Published, ...]:
-    rows = {"memory_mb": [("TraPPM", 4.92, "910.34 MB", None), ("NNLQP", 8.29, "1688.18 MB", "nnlqp"),
+    rows = {"memory_mb": [("TraPPM", 4.92, "910.34 MB", "trappm"), ("NNLQP", 8.29, "1688.18 MB", "nnlqp"),
                           ("MLP", 85.01, "8045.68 MB", "mlp"), ("GBoost", 16.10, "2971.52 MB", "xgboost")],
-            "time_ms": [("TraPPM", 9.51, "23.23 ms", None), ("NNLQP", 14.47, "37.02 ms", "nnlqp"),
+            "time_ms": [("TraPPM", 9.51, "23.23 ms", "trappm"), ("NNLQP", 14.47, "37.02 ms", "nnlqp"),
                         ("MLP", 134.07, "188.36 ms", "mlp"), ("GBoost", 16.98, "54.54 ms", "xgboost")]}
     return tuple(Published("TraPPM", m, (target,), v, r, "family-mc", _TRAPPM_SET,
                            _TRAPPM_T4 + (" (NNLQP as reimplemented by TraPPM)" if m == "NNLQP" else ""),

@@ -52,16 +52,23 @@ def _dtype_str(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _tensor_info(val: Any) -> list[tuple[tuple[int, ...], str, int]]:
+def _dim(d: Any, subs: dict | None) -> int:
+    """A tensor dimension as an int; a symbolic one is evaluated with ``subs`` (symbol → int)."""
+    if subs and isinstance(d, torch.SymInt):
+        return int(d.node.expr.xreplace(subs))
+    return int(d)
+
+
+def _tensor_info(val: Any, subs: dict | None = None) -> list[tuple[tuple[int, ...], str, int]]:
     """(shape, dtype, bytes) for every tensor in an FX node's ``meta['val']``."""
     out = []
     if isinstance(val, torch.Tensor):
-        shape = tuple(int(d) for d in val.shape)
-        nbytes = int(val.numel()) * val.element_size()
+        shape = tuple(_dim(d, subs) for d in val.shape)
+        nbytes = (math.prod(shape) if subs else int(val.numel())) * val.element_size()
         out.append((shape, _dtype_str(val.dtype), nbytes))
     elif isinstance(val, (list, tuple)):
         for v in val:
-            out.extend(_tensor_info(v))
+            out.extend(_tensor_info(v, subs))
     return out
 
 
@@ -159,77 +166,163 @@ def graph_from_module(module: nn.Module, args: tuple, kwargs: dict | None = None
     ``args`` may be meta, fake or real tensors; parameters may be on ``meta`` (recommended: a 7B
     model never materialises). The module is modified in place (its tensors become fake).
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    traced = _Traced(module, args, kwargs, model_id, mode, precision, optimizer, frontend)
+    return traced.graph(batch_size)
 
-    if mode not in ("infer", "train"):
-        raise TraceError(f"unknown mode {mode!r}: use infer or train")
-    if precision not in PRECISIONS:
-        raise TraceError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
-    if mode == "train" and optimizer not in OPTIMIZERS:
-        raise TraceError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
-    kwargs = dict(kwargs or {})
 
-    if precision in ("fp16", "bf16"):
-        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-        module = module.to(dtype)
-        args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                     for a in args)
+def graphs_for_batches(module: nn.Module, args: tuple, batch_sizes: Iterable[int],
+                       kwargs: dict | None = None, *, model_id: str = "module",
+                       mode: str = "infer", precision: str = "fp32",
+                       optimizer: str = "sgd-momentum",
+                       frontend: str = "torch") -> dict[int, ModelGraph]:
+    """One trace, many batch sizes: ``{batch: ModelGraph}`` equal to tracing each batch alone.
 
-    total_params = sum(p.numel() for p in module.parameters())
-    total_param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    fakeify = _Fakeifier(fake_mode)
-    fakeify.module(module)
-    fargs = tuple(fakeify(a) if isinstance(a, torch.Tensor) else a for a in args)
-    module.train(mode == "train")
-    step = _Step(module, precision, mode == "train", kwargs)
+    ``module`` is exported once with a symbolic batch dimension (dim 0 of ``args[0]``; every
+    batch size ≥ 2) and each graph binds the symbol — several times faster than a trace per
+    batch. Raises :class:`TraceError` when the model does not export with a dynamic batch (it
+    specialises on it); trace each batch with :func:`graph_from_module` then.
+    """
+    batch_sizes = sorted({int(b) for b in batch_sizes})
+    if not batch_sizes or batch_sizes[0] < 2:
+        raise TraceError("graphs_for_batches needs batch sizes >= 2 (batch 1 is specialised)")
+    traced = _Traced(module, args, kwargs, model_id, mode, precision, optimizer, frontend,
+                     dynamic_batch=True)
+    return {b: traced.graph(b) for b in batch_sizes}
 
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log(quiet: bool):
+    """FakeTensor logs an op's failure at ERROR before raising it; a symbolic-batch attempt that
+    fails is expected (the caller falls back), so keep that log off the user's terminal."""
+    import logging
+
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    if quiet:
+        log.setLevel(logging.CRITICAL)
     try:
-        with fake_mode, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ep = torch.export.export(step, fargs, strict=False)
-            if mode == "infer":
-                # Fast path: the pre-dispatch graph, dead code removed, HOPs inlined by _convert.
-                # Functionalize (slower) when autocast must show its casts or when an in-place op
-                # mutates a view or an input (its data flow is only explicit once functional).
-                if precision == "amp" or _mutates_views(ep.graph_module):
-                    ep = ep.run_decompositions({})
-                else:
-                    ep.graph_module.graph.eliminate_dead_code()
-                gm = ep.graph_module
-                sig = ep.graph_signature
-                param_inputs = {s.arg.name: s.target for s in sig.input_specs
-                                if s.kind.name == "PARAMETER"}
-                grads: dict[str, str] = {}
-                roots: set[str] = set()
-            else:
-                from torch._functorch.aot_autograd import aot_export_module
-                gm, jsig = aot_export_module(ep.module(), fargs, trace_joint=True,
-                                             output_loss_index=0)
-                param_inputs = dict(jsig.inputs_to_parameters)
-                bw = jsig.backward_signature
-                grads = dict(bw.gradients_to_parameters) if bw is not None else {}
-                out_node = next(n for n in gm.graph.nodes if n.op == "output")
-                outs = _flat_nodes(out_node.args)
-                grad_names = set(grads)
-                roots = {n.name for n in outs if n.name not in grad_names}
-    except TraceError:
-        raise
-    except Exception as exc:  # torch raises many exception types while tracing
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TraceError(f"could not trace {model_id}: {type(exc).__name__}: {msg[:300]}") from exc
+        yield
+    finally:
+        log.setLevel(level)
 
-    graph = _convert(gm, param_inputs, grads, roots, mode, optimizer)
-    input_shapes = [tuple(int(d) for d in a.shape) for a in fargs if isinstance(a, torch.Tensor)]
-    if batch_size is None:
-        batch_size = input_shapes[0][0] if input_shapes and input_shapes[0] else 1
-    graph.meta = GraphMeta(
-        model_id=model_id, batch_size=int(batch_size), input_shapes=input_shapes, mode=mode,
-        precision=precision, frontend=frontend, frontend_version=f"torch-{torch.__version__}",
-        optimizer=optimizer if mode == "train" else None,
-        unmapped_ops=graph.meta.unmapped_ops,
-        total_params=int(total_params), total_param_bytes=int(total_param_bytes))
-    return graph
+
+class _Traced:
+    """An exported step (fake tensors, optionally with a symbolic batch) ready for conversion."""
+
+    def __init__(self, module: nn.Module, args: tuple, kwargs: dict | None, model_id: str,
+                 mode: str, precision: str, optimizer: str, frontend: str,
+                 dynamic_batch: bool = False):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        if mode not in ("infer", "train"):
+            raise TraceError(f"unknown mode {mode!r}: use infer or train")
+        if precision not in PRECISIONS:
+            raise TraceError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+        if mode == "train" and optimizer not in OPTIMIZERS:
+            raise TraceError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+        if dynamic_batch and mode != "infer":
+            raise TraceError("a symbolic batch is supported for inference graphs only")
+        self.model_id, self.mode, self.precision = model_id, mode, precision
+        self.optimizer, self.frontend = optimizer, frontend
+        kwargs = dict(kwargs or {})
+
+        if precision in ("fp16", "bf16"):
+            dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+            module = module.to(dtype)
+            args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point()
+                         else a for a in args)
+
+        self.total_params = sum(p.numel() for p in module.parameters())
+        self.total_param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+        shape_env = None
+        if dynamic_batch:
+            from torch.fx.experimental.symbolic_shapes import ShapeEnv
+            shape_env = ShapeEnv()
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+        fakeify = _Fakeifier(fake_mode)
+        fakeify.module(module)
+        fargs = tuple(fakeify(a) if isinstance(a, torch.Tensor) else a for a in args)
+        self.fargs = fargs
+        module.train(mode == "train")
+        step = _Step(module, precision, mode == "train", kwargs)
+        dynamic_shapes = None
+        if dynamic_batch:
+            from torch.export import Dim
+            if not fargs or not isinstance(fargs[0], torch.Tensor) or not fargs[0].dim():
+                raise TraceError("a symbolic batch needs a tensor as the first input")
+            batch = Dim("batch", min=2, max=1 << 20)
+            dynamic_shapes = (tuple({0: batch} if i == 0 else None
+                                    for i in range(len(fargs))),)
+        self.batch_symbol = None
+
+        try:
+            with fake_mode, warnings.catch_warnings(), _quiet_fake_tensor_log(dynamic_batch):
+                warnings.simplefilter("ignore")
+                ep = torch.export.export(step, fargs, strict=False, dynamic_shapes=dynamic_shapes)
+                if mode == "infer":
+                    # Fast path: the pre-dispatch graph, dead code removed, HOPs inlined by
+                    # _convert. Functionalize (slower) when autocast must show its casts or when
+                    # an in-place op mutates a view or an input (its data flow is only explicit
+                    # once functional).
+                    if precision == "amp" or _mutates_views(ep.graph_module):
+                        ep = ep.run_decompositions({})
+                    else:
+                        ep.graph_module.graph.eliminate_dead_code()
+                    gm = ep.graph_module
+                    sig = ep.graph_signature
+                    param_inputs = {s.arg.name: s.target for s in sig.input_specs
+                                    if s.kind.name == "PARAMETER"}
+                    grads: dict[str, str] = {}
+                    roots: set[str] = set()
+                    if dynamic_batch:
+                        user = next(s.arg.name for s in sig.input_specs
+                                    if s.kind.name == "USER_INPUT")
+                        ph = next(n for n in gm.graph.nodes if n.name == user)
+                        dim0 = ph.meta["val"].shape[0]
+                        if not isinstance(dim0, torch.SymInt) or not dim0.node.expr.is_Symbol:
+                            raise TraceError(f"{model_id} specialises on the batch size")
+                        self.batch_symbol = dim0.node.expr
+                else:
+                    from torch._functorch.aot_autograd import aot_export_module
+                    gm, jsig = aot_export_module(ep.module(), fargs, trace_joint=True,
+                                                 output_loss_index=0)
+                    param_inputs = dict(jsig.inputs_to_parameters)
+                    bw = jsig.backward_signature
+                    grads = dict(bw.gradients_to_parameters) if bw is not None else {}
+                    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+                    outs = _flat_nodes(out_node.args)
+                    grad_names = set(grads)
+                    roots = {n.name for n in outs if n.name not in grad_names}
+        except TraceError:
+            raise
+        except Exception as exc:  # torch raises many exception types while tracing
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TraceError(f"could not trace {model_id}: {type(exc).__name__}: {msg[:300]}") from exc
+        self.gm, self.param_inputs, self.grads, self.roots = gm, param_inputs, grads, roots
+
+    def graph(self, batch_size: int | None) -> ModelGraph:
+        """The ModelGraph (for a symbolic batch: at ``batch_size``)."""
+        subs = None
+        if self.batch_symbol is not None:
+            if batch_size is None:
+                raise TraceError("give the batch size of a symbolic-batch trace")
+            subs = {self.batch_symbol: int(batch_size)}
+        graph = _convert(self.gm, self.param_inputs, self.grads, self.roots, self.mode,
+                         self.optimizer, subs)
+        input_shapes = [tuple(int(d) for d in a.shape) for a in self.fargs
+                        if isinstance(a, torch.Tensor)]
+        if subs and input_shapes:
+            input_shapes[0] = (int(batch_size), *input_shapes[0][1:])
+        if batch_size is None:
+            batch_size = input_shapes[0][0] if input_shapes and input_shapes[0] else 1
+        graph.meta = GraphMeta(
+            model_id=self.model_id, batch_size=int(batch_size), input_shapes=input_shapes,
+            mode=self.mode, precision=self.precision, frontend=self.frontend,
+            frontend_version=f"torch-{torch.__version__}",
+            optimizer=self.optimizer if self.mode == "train" else None,
+            unmapped_ops=graph.meta.unmapped_ops,
+            total_params=int(self.total_params), total_param_bytes=int(self.total_param_bytes))
+        return graph
 
 
 _VIEW_BASES = {"slice", "select", "view", "as_strided", "diagonal", "transpose", "permute", "t",
@@ -343,8 +436,15 @@ def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> 
     return fam
 
 
+def _is_sym(n: torch.fx.Node) -> bool:
+    """Whether an FX node computes a (symbolic) size rather than a tensor."""
+    return isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
 def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict[str, str],
-             roots: set[str], mode: str, optimizer: str) -> ModelGraph:
+             roots: set[str], mode: str, optimizer: str, subs: dict | None = None) -> ModelGraph:
+    """FX graph → :class:`ModelGraph`. ``subs`` binds the symbols of a dynamic-shape export
+    (symbol → int); its size arithmetic (SymInt-valued nodes) is not part of the model graph."""
     fx_nodes = list(gm.graph.nodes)
     index_of: dict[str, int] = {}          # qualified fx name -> ModelGraph node index
     alias_of: dict[str, str] = {}          # qualified fx name -> name it passes through to
@@ -397,8 +497,12 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
                                                                     torch.fx.GraphModule))]
                 hop_outputs[q] = walk(list(sub.graph.nodes), sub, q + ".", ops_in)
                 continue
+            if subs and _is_sym(n):
+                continue  # size arithmetic of a dynamic-shape export, not a model op
             base = aten_map.aten_base_name(n.target)
             ins = _flat_nodes(list(n.args) + list(n.kwargs.values()))
+            if subs:  # sizes computed from the symbolic batch are arguments, not data inputs
+                ins = [x for x in ins if not _is_sym(x)]
             if base in _PASS_THROUGH or base.startswith(("sym_", "_assert")) or (
                     base in ("dropout", "dropout_", "feature_dropout", "feature_dropout_",
                                  "alpha_dropout", "alpha_dropout_")
@@ -412,11 +516,11 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
                 continue
             in_shapes, in_dtypes = [], []
             for x in ins:
-                info = _tensor_info(x.meta.get("val"))
+                info = _tensor_info(x.meta.get("val"), subs)
                 if info:
                     in_shapes.append(info[0][0])
                     in_dtypes.append(info[0][1])
-            out = _tensor_info(n.meta.get("val"))
+            out = _tensor_info(n.meta.get("val"), subs)
             attrs: dict[str, Any] = {}
             op = _canonical(base, n, in_shapes, attrs)
             target = str(n.target)
@@ -429,7 +533,7 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
             for x, r in zip(ins, in_resolved):
                 if r in param_of and param_of[r] not in seen_params:
                     seen_params.add(param_of[r])
-                    info = _tensor_info(x.meta.get("val"))
+                    info = _tensor_info(x.meta.get("val"), subs)
                     if info:
                         params += math.prod(info[0][0]) if info[0][0] else 1
                         pbytes += info[0][2]
@@ -470,7 +574,7 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
             if src is None or (src, dst) in seen:
                 continue
             seen.add((src, dst))
-            info = _tensor_info(x.meta.get("val"))
+            info = _tensor_info(x.meta.get("val"), subs)
             nbytes = sum(i[2] for i in info)
             kind = "forward" if nodes[dst].phase == "forward" else "backward"
             edges.append(Edge(src, dst, nbytes, kind))
@@ -481,7 +585,7 @@ def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict
         by_name = {n.name: n for n in fx_nodes}
         for grad_name, pname in grads.items():
             gnode = by_name.get(grad_name)
-            info = _tensor_info(gnode.meta.get("val")) if gnode is not None else []
+            info = _tensor_info(gnode.meta.get("val"), subs) if gnode is not None else []
             if not info:
                 continue
             shape, dtype, nbytes = info[0]

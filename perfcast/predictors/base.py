@@ -30,6 +30,10 @@ WEIGHTS_FILE = "weights.safetensors"
 FORMAT_VERSION = "1"
 
 
+#: :meth:`Predictor.recalibrate` fits a slope from this many labeled records on (a scale below).
+MIN_SLOPE_RECORDS = 32
+
+
 class Predictor:
     """Base class. Subclasses set ``name``, define ``_fit`` / ``_predict`` and (if they hold
     tensors or JSON state) ``_state`` / ``_set_state``."""
@@ -98,6 +102,7 @@ class Predictor:
         self.layout_ = train.layout
         self.history_: list[dict[str, float]] = []
         self.trained_on_: dict[str, Any] = _provenance(train)
+        self.calibration_: dict[str, tuple[float, float, int]] = {}
         self._fit(self._per_sample(train), self._per_sample(valid) if valid is not None else None,
                   progress)
         return self
@@ -120,7 +125,49 @@ class Predictor:
         return out
 
     def predict(self, data: FeatureSet) -> np.ndarray:
-        """``[len(data), len(targets_)]`` predictions (ms, MiB, J)."""
+        """``[len(data), len(targets_)]`` predictions (ms, MiB, J); a :meth:`recalibrate`-d
+        predictor maps each calibrated target's log prediction by its ``a + b·log``."""
+        out = self._raw_predict(data)
+        for t, (a, b, _) in (getattr(self, "calibration_", None) or {}).items():
+            if t in self.targets_ and len(out):
+                j = self.targets_.index(t)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    out[:, j] = np.exp(a + b * np.log(out[:, j]))
+        return out
+
+    def recalibrate(self, data: FeatureSet, *, targets: list[str] | None = None,
+                    slope: bool | None = None) -> Predictor:
+        """Few-shot transfer to another device without retraining: keep the model and map its
+        prediction to ``data``'s labels by ``log y = a + b·log ŷ`` per target (least squares on
+        the labeled records; ``b`` is fixed to 1 — a pure scale — below
+        :data:`MIN_SLOPE_RECORDS` records or with ``slope=False``). Replaces an earlier
+        calibration; saved with the predictor."""
+        if not hasattr(self, "targets_"):
+            raise PerfcastError(f"{self.name}: recalibrate needs a fitted predictor")
+        raw = self._raw_predict(data)
+        cal = {}
+        for t in (targets or [t for t in self.targets_ if t in data.labeled_targets()]):
+            if t not in self.targets_:
+                raise PerfcastError(f"{self.name}: does not predict {t!r}")
+            y = data.target(t)
+            yhat = raw[:, self.targets_.index(t)]
+            ok = np.isfinite(y) & (y > 0) & np.isfinite(yhat) & (yhat > 0)
+            n = int(ok.sum())
+            if n == 0:
+                raise PerfcastError(f"{self.name}: no labeled record of {t!r} to recalibrate on")
+            x, z = np.log(yhat[ok]), np.log(y[ok])
+            fit_slope = (n >= MIN_SLOPE_RECORDS) if slope is None else bool(slope) and n >= 2
+            if fit_slope and np.ptp(x) > 0:
+                b, a = np.polyfit(x, z, 1)
+            else:
+                a, b = float(np.mean(z - x)), 1.0
+            cal[t] = (float(a), float(b), n)
+        if not cal:
+            raise PerfcastError(f"{self.name}: no labeled target to recalibrate on")
+        self.calibration_ = cal
+        return self
+
+    def _raw_predict(self, data: FeatureSet) -> np.ndarray:
         if not hasattr(self, "targets_"):
             raise PerfcastError(f"{self.name}: predictor is not fitted (call fit or load)")
         _check_set(data, "prediction", require_labels=False)
@@ -164,6 +211,8 @@ class Predictor:
                   "params": _jsonable(self.get_params()), "targets": self.targets_,
                   "feature_layout": self.layout_, "static_names": self.static_names_,
                   "trained_on": self.trained_on_, "history": self.history_,
+                  "calibration": {t: list(v) for t, v in
+                                  (getattr(self, "calibration_", None) or {}).items()},
                   "state": _jsonable(state)}
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,6 +256,8 @@ class Predictor:
         obj.layout_ = cfg["feature_layout"]
         obj.trained_on_ = cfg.get("trained_on", {})
         obj.history_ = cfg.get("history", [])
+        obj.calibration_ = {t: (float(v[0]), float(v[1]), int(v[2]))
+                            for t, v in (cfg.get("calibration") or {}).items()}
         tensors: dict[str, Any] = {}
         wpath = path / WEIGHTS_FILE
         if wpath.exists():

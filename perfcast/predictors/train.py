@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from perfcast.errors import PerfcastError
@@ -84,15 +85,37 @@ def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None
     return pred, fs
 
 
+#: ``perfcast train --init-from`` recipes (see :func:`fine_tune`).
+TRANSFER_RECIPES = ("auto", "finetune", "recalibrate")
+#: ``auto`` compares the recipes on held-out models only with at least this many models.
+AUTO_MIN_MODELS = 8
+
+
 def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *,
               device: str | None = None, epochs: int | None = None, workers: int = 2,
+              transfer: str = "auto", seed: int = 0,
               progress: Callable[[str, int, int], None] | None = None):
-    """Continue training a saved (or shipped) predictor on a user's measurements and save it
-    to ``out``. ``init_from``: a directory or a shipped model id (``perfcast train --list``)."""
+    """Adapt a saved (or shipped) predictor to a user's measurements (e.g. another device) and
+    save it to ``out``. ``init_from``: a directory or a shipped model id (``perfcast train
+    --list``).
+
+    ``transfer``: ``finetune`` continues training every weight on the records (``warm_start``);
+    ``recalibrate`` keeps the model and maps its log prediction to the records
+    (:meth:`~perfcast.predictors.base.Predictor.recalibrate`; the only choice for a predictor
+    that does not learn); ``auto`` (default) holds out a quarter of the records' models, scores
+    both on them and keeps the better (MAPE), refitted on every record — with fewer than
+    :data:`AUTO_MIN_MODELS` models it recalibrates (benchmarks/trappm_transfer.py: the better
+    recipe at N ≤ 32 records). The choice and the held-out scores land in
+    ``trained_on["transfer"]``."""
+    import copy
+
+    from perfcast.evaluation.metrics import mape
     from perfcast.predictors import load_predictor
     from perfcast.predictors.data import feature_set
     from perfcast.predictors.shipped import manifest, shipped_dir
 
+    if transfer not in TRANSFER_RECIPES:
+        raise PerfcastError(f"unknown transfer recipe {transfer!r} (use {', '.join(TRANSFER_RECIPES)})")
     src = Path(init_from)
     if not src.exists():
         ids = {e["id"]: e for e in manifest()}
@@ -112,18 +135,39 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
     if not targets:
         raise PerfcastError(f"{data}: no labels for the predictor's targets "
                             f"({', '.join(pred.targets_)})")
-    if not pred.learns:
-        raise PerfcastError(f"{pred.name} does not learn; nothing to fine-tune")
-    params = {"warm_start": True}
-    if epochs is not None and "epochs" in pred.default_params():
-        params["epochs"] = epochs
-    pred.set_params(**params)
+
+    def adapt(p, recipe: str, records):
+        if recipe == "recalibrate":
+            return p.recalibrate(records, targets=targets)
+        params = {"warm_start": True}
+        if epochs is not None and "epochs" in p.default_params():
+            params["epochs"] = epochs
+        p.set_params(**params)
+        cb = (lambda i, n: progress("epochs", i, n)) if progress else None
+        p.fit(records, targets=targets, progress=cb)
+        p.set_params(warm_start=False)
+        return p
+
+    recipe, scores = transfer, {}
+    if transfer == "finetune" and not pred.learns:
+        raise PerfcastError(f"{pred.name} does not learn; use --transfer recalibrate")
+    if transfer == "auto":
+        n_models = fs.rows["model"].nunique()
+        if not pred.learns or n_models < AUTO_MIN_MODELS:
+            recipe = "recalibrate"
+        else:
+            fit_part, held = hold_out_models(fs, max(2, round(0.25 * n_models)), seed)
+            for r in ("recalibrate", "finetune"):
+                yhat = adapt(copy.deepcopy(pred), r, fit_part).predict(held)
+                scores[r] = float(np.mean([mape(held.target(t), yhat[:, j])
+                                           for j, t in enumerate(pred.targets_) if t in targets]))
+            recipe = min(scores, key=scores.get)
     t0 = time.perf_counter()
-    cb = (lambda i, n: progress("epochs", i, n)) if progress else None
-    pred.fit(fs, targets=targets, progress=cb)
+    pred = adapt(pred, recipe, fs)
     pred.trained_on_["fine_tuned_from"] = str(init_from)
+    pred.trained_on_["transfer"] = {"recipe": recipe, "asked": transfer, "records": len(fs),
+                                    **({"held_out_mape": scores} if scores else {})}
     pred.trained_on_["fine_tune_seconds"] = round(time.perf_counter() - t0, 2)
-    pred.set_params(warm_start=False)
     pred.save(out)
     return pred, fs
 

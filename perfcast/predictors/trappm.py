@@ -16,8 +16,10 @@ standardised per dimension with training-record statistics — an affine map the
 could learn, but it gives that layer O(1) inputs (the paper's randomly initialised encoder
 started at an MSE of 5·10¹² — raw sums over thousands of nodes).
 
-``encoder``: directory written by ``perfcast pretrain`` (``encoder.json`` +
-``encoder.safetensors``), or ``None`` — a **randomly initialised** frozen encoder of the same
+``encoder``: ``"shipped"`` (default: the encoder pre-trained on perfcast's corpus that ships
+with the package, :func:`~perfcast.pretrain.checkpoint.shipped_encoder_dir`), a directory
+written by ``perfcast pretrain`` (``encoder.json`` + ``encoder.safetensors``), or ``"random"``
+(or ``None``) — a **randomly initialised** frozen encoder of the same
 architecture (``encoder_method``, ``encoder_hidden``, ``encoder_layers``; seeded by ``seed``,
 node standardisation from the training graphs): TraPPM's "random encoder" ablation (§V-I). With
 a directory, the architecture and the node standardisation come from the encoder and the
@@ -48,13 +50,13 @@ from perfcast.predictors.gnn import GNNRegressor, _Graphs, _make_net, _node_stat
 @register_predictor
 class TraPPM(GNNRegressor):
     """TraPPM (module doc). Hyper-parameters: those of :class:`GNNRegressor` with NNLQP's
-    defaults (2 SAGEConv, sum pool, 2 FC, MSE, Adam 1e-3) plus ``encoder`` (pre-trained encoder
-    directory or ``None`` = random frozen encoder) and, for the random encoder only,
+    defaults (2 SAGEConv, sum pool, 2 FC, MSE, Adam 1e-3) plus ``encoder`` (``shipped``, a
+    pre-trained encoder directory, or ``random`` = random frozen encoder) and, for the random encoder only,
     ``encoder_method`` (gae | graphmae), ``encoder_hidden``, ``encoder_layers``."""
 
     name = "trappm"
     _defaults = {"conv_layers": 2, "fc_layers": 2, "pool": "sum", "loss": "mse", "lr": 1e-3,
-                 "encoder": None, "encoder_method": "gae", "encoder_hidden": 128,
+                 "encoder": "shipped", "encoder_method": "gae", "encoder_hidden": 128,
                  "encoder_layers": 4}
 
     # -- fitting -----------------------------------------------------------------------------
@@ -74,8 +76,13 @@ class TraPPM(GNNRegressor):
         from perfcast.pretrain.checkpoint import load_encoder, random_encoder
 
         in_dim = int(train.graphs[0].x.shape[1])
-        if p["encoder"]:
-            enc = load_encoder(p["encoder"])
+        source = p["encoder"]
+        if source not in (None, "", "random"):
+            if source == "shipped":
+                from perfcast.pretrain.checkpoint import shipped_encoder_dir
+
+                source = shipped_encoder_dir()
+            enc = load_encoder(source)
             enc.meta = {**_trim(enc.meta), "source": str(p["encoder"])}
         else:
             for k in ("encoder_hidden", "encoder_layers"):

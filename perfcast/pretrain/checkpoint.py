@@ -51,6 +51,20 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+#: The encoder that ships with perfcast (``trappm``'s default ``encoder="shipped"``), relative to
+#: this package; written by ``benchmarks/trappm_pretrain.sh``.
+SHIPPED_ENCODER = "shipped/corpus-gae-c128"
+
+
+def shipped_encoder_dir() -> Path:
+    """Directory of the shipped pre-trained encoder (``encoder.json`` + ``encoder.safetensors``)."""
+    d = Path(__file__).resolve().parent / SHIPPED_ENCODER
+    if not (d / META_FILE).exists():
+        raise PerfcastError(f"the shipped encoder is missing ({d}); reinstall perfcast or give "
+                            f"trappm an encoder directory (perfcast pretrain --out DIR)")
+    return d
+
+
 def graph_layout() -> str:
     from perfcast.features.encode import FEATURE_LAYOUT_VERSION
 

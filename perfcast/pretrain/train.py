@@ -50,7 +50,7 @@ def _collate(graphs: list, ids: list[int], mean, std):
     x, mp, batch = collate([d.x for d in part], [message_edges(d.edge_index) for d in part])
     offsets = np.concatenate([[0], np.cumsum([int(d.x.shape[0]) for d in part])[:-1]]).tolist()
     pos = torch.cat([d.edge_index + o for d, o in zip(part, offsets)], dim=1)
-    return (x - mean) / std, mp, pos, batch
+    return (x.float() - mean) / std, mp, pos, batch
 
 
 def pretrain(corpus, out: str | os.PathLike, *, method: str = "gae", hidden: int = 128,

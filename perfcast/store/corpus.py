@@ -2,7 +2,9 @@
 
 A corpus directory holds ``graphs/<key>.npz`` (one :class:`~perfcast.graph.ModelGraph` each,
 written atomically) and ``index.csv`` (one line per graph, appended as each finishes). Building
-is resumable: a graph whose file exists is not rebuilt. Work is spread over worker processes.
+is resumable: a graph whose file exists is not rebuilt. Work is spread over worker processes,
+one task per model × input size; a model's inference graphs at several batch sizes come from one
+symbolic-batch trace (:func:`~perfcast.frontends.timm_graphs_for_batches`).
 
 Sweeps are timm families (timm module names, e.g. ``resnet``, ``efficientnet``,
 ``vision_transformer``) × variants × input sizes × batch sizes × modes.
@@ -91,31 +93,73 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates us
 
 
-def _build_one(args: tuple[CorpusItem, str, int]) -> dict:
-    item, out_dir, timeout = args
+def _row(item: CorpusItem, key: str) -> dict:
+    return {**asdict(item), "key": key, "input_size": item.input_size}
+
+
+def _failure(exc: BaseException, timeout: int) -> dict:
+    if isinstance(exc, _Timeout):
+        return {"status": "timeout", "reason": f"no graph within {timeout} s"}
+    msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return {"status": "failed", "reason": f"{type(exc).__name__}: {msg}"}
+
+
+def _ok(row: dict, g) -> dict:
+    row.update(status="ok", nodes=g.num_nodes, edges=g.num_edges, macs=g.macs, params=g.params)
+    return row
+
+
+def _build_group(args: tuple[list[CorpusItem], str, int]) -> list[dict]:
+    """Graphs of one model at one input size. Inference graphs at ≥ 2 batch sizes come from one
+    symbolic-batch trace (identical graphs, several times faster); if the model specialises on
+    the batch, or for the rest, each graph is traced alone."""
+    items, out_dir, timeout = args
     from perfcast.cache import cache_key
-    from perfcast.frontends import build_graph
+    from perfcast.frontends import build_graph, timm_graphs_for_batches
 
     signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout)
-    req = item.request()
-    key = cache_key(req)
-    row = {**asdict(item), "key": key, "input_size": item.input_size}
-    t = time.perf_counter()
-    try:
-        g = build_graph(req)
-        g.save(Path(out_dir) / "graphs" / f"{key}.npz")
-        row.update(status="ok", nodes=g.num_nodes, edges=g.num_edges, macs=g.macs,
-                   params=g.params)
-    except _Timeout:
-        row.update(status="timeout", reason=f"no graph within {timeout} s")
-    except Exception as exc:  # noqa: BLE001 - every failure is recorded in the index
-        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        row.update(status="failed", reason=f"{type(exc).__name__}: {msg}")
-    finally:
-        signal.alarm(0)
-    row["seconds"] = round(time.perf_counter() - t, 3)
-    return row
+    rows: list[dict] = []
+    single = list(items)
+    multi = [it for it in items if it.mode == "infer" and it.batch_size >= 2
+             and it.model.startswith("timm:")]
+    if len(multi) >= 2:
+        t = time.perf_counter()
+        signal.alarm(timeout)
+        try:
+            graphs = timm_graphs_for_batches(multi[0].model.split(":", 1)[1],
+                                             (3, multi[0].input_size, multi[0].input_size),
+                                             [it.batch_size for it in multi],
+                                             precision=multi[0].precision)
+            share = round((time.perf_counter() - t) / len(multi), 3)
+            for it in multi:
+                key = cache_key(it.request())
+                rows.append({**_ok(_row(it, key), _save(graphs[it.batch_size], out_dir, key)),
+                             "seconds": share})
+            single = [it for it in items if it not in multi]
+        except Exception:  # noqa: BLE001 - _Timeout included: fall back to one trace each
+            pass
+        finally:
+            signal.alarm(0)
+    for it in single:
+        req = it.request()
+        key = cache_key(req)
+        row = _row(it, key)
+        t = time.perf_counter()
+        signal.alarm(timeout)
+        try:
+            _ok(row, _save(build_graph(req), out_dir, key))
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded in the index
+            row.update(_failure(exc, timeout))
+        finally:
+            signal.alarm(0)
+        row["seconds"] = round(time.perf_counter() - t, 3)
+        rows.append(row)
+    return rows
+
+
+def _save(g, out_dir: str, key: str):
+    g.save(Path(out_dir) / "graphs" / f"{key}.npz")
+    return g
 
 
 def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: int = 2,
@@ -147,16 +191,22 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
             progress(0, len(todo), None)
         if not todo:
             return counts
+        groups: dict[tuple, list[CorpusItem]] = {}
+        for it in todo:  # one task per model × input size × mode (see _build_group)
+            groups.setdefault((it.model, it.input_size, it.mode, it.precision), []).append(it)
         ctx = mp.get_context("fork")
+        i = 0
         with ctx.Pool(max(1, workers), initializer=_worker_init, maxtasksperchild=25) as pool:
             try:
-                for i, row in enumerate(pool.imap_unordered(
-                        _build_one, [(it, str(out), timeout_s) for it in todo]), 1):
-                    w.writerow(row)
+                for rows in pool.imap_unordered(
+                        _build_group, [(g, str(out), timeout_s) for g in groups.values()]):
+                    for row in rows:
+                        i += 1
+                        w.writerow(row)
+                        counts[row["status"]] = counts.get(row["status"], 0) + 1
+                        if progress:
+                            progress(i, len(todo), row)
                     f.flush()
-                    counts[row["status"]] = counts.get(row["status"], 0) + 1
-                    if progress:
-                        progress(i, len(todo), row)
             except KeyboardInterrupt:
                 pool.terminate()
                 raise

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Pre-train TraPPM's encoders on the unlabeled corpus (issue #6 item 2): the GAE (TraPPM) and the
+# GraphMAE variant (thesis ch. 7.4.3), c = 128, side by side (one torch thread each; 2 cores), then
+# copy the GAE into the package (perfcast/pretrain/shipped/corpus-gae-c128: encoder.json +
+# encoder.safetensors — what `trappm`'s default encoder="shipped" loads). Resumable: re-run with a
+# larger EPOCHS to continue both from their last epoch.
+#
+#   EPOCHS=4 bash benchmarks/trappm_pretrain.sh [CORPUS_DIR]   (default ~/.cache/perfcast/corpus)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CORPUS="${1:-${PERFCAST_CORPUS:-$HOME/.cache/perfcast/corpus}}"
+ENC="${PERFCAST_ENCODERS:-$HOME/.cache/perfcast/encoders}"
+EPOCHS="${EPOCHS:-4}"
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+mkdir -p "$ENC"
+for m in gae graphmae; do
+  .venv/bin/perfcast pretrain --corpus "$CORPUS" --out "$ENC/$m-c128" --method $m --hidden 128 \
+    --epochs "$EPOCHS" --threads 1 --workers 1 --json > "$ENC/$m-c128.json" 2> "$ENC/$m-c128.log" &
+done
+wait
+SHIP=perfcast/pretrain/shipped/corpus-gae-c128
+mkdir -p "$SHIP"
+cp "$ENC/gae-c128/encoder.json" "$ENC/gae-c128/encoder.safetensors" "$SHIP/"
+echo "shipped $(du -k "$SHIP/encoder.safetensors" | cut -f1) KB → $SHIP"
+cat "$ENC/gae-c128.json" "$ENC/graphmae-c128.json"
