@@ -13,25 +13,31 @@ P=.venv/bin/perfcast
 R=reports/trappm
 GRAPHMAE="${GRAPHMAE_ENCODER:-$HOME/.cache/perfcast/encoders/graphmae-c128}"
 TASKS="a b c-i9 c-i7 e"
-ev() { echo "== $(date -u +%FT%TZ) $*"; $P evaluate --predictors trappm "$@"; }
+# ev TASK SPLIT OUT [more evaluate options]; a report already there is kept unless FORCE=1
+ev() {
+  local t=$1 s=$2 o=$3; shift 3
+  if [ -z "${FORCE:-}" ] && [ -f "$o/$t/$s/summary.md" ]; then echo "== have $o/$t/$s"; return; fi
+  echo "== $(date -u +%FT%TZ) $t $s $o $*"
+  $P evaluate --predictors trappm --task "$t" --split "$s" --out "$o" "$@"
+}
 pretrained() {
   for t in $TASKS; do for s in unseen-family family-mc; do
-    ev --task $t --split $s --out $R/eval; done; done
+    ev $t $s $R/eval; done; done
 }
-random() {
-  for t in $TASKS; do for s in unseen-family family-mc; do
-    ev --task $t --split $s --out $R/eval-random --param trappm.encoder=random; done; done
+random() {  # every task on unseen families, and task a on TraPPM's own protocol (family-mc)
+  for t in $TASKS; do
+    ev $t unseen-family $R/eval-random --param trappm.encoder=random; done
+  ev a family-mc $R/eval-random --param trappm.encoder=random
 }
 graphmae() {
   for t in a b e; do
-    ev --task $t --split unseen-family --out $R/eval-graphmae --param trappm.encoder="$GRAPHMAE"; done
+    ev $t unseen-family $R/eval-graphmae --param trappm.encoder="$GRAPHMAE"; done
 }
 baselines() {  # histories for the convergence plot (reports/eval predates histories.csv)
-  for t in a e; do
-    $P evaluate --task $t --split family-mc --predictors nnlqp,dippm,mlp --out $R/eval-baselines; done
+  $P evaluate --task a --split family-mc --predictors nnlqp,dippm,mlp --out $R/eval-baselines
 }
 huber() {
-  for t in a b e; do
-    ev --task $t --split unseen-family --out $R/eval-huber --param trappm.loss=huber; done
+  for t in a e; do
+    ev $t unseen-family $R/eval-huber --param trappm.loss=huber; done
 }
 for what in ${@:-pretrained random graphmae huber baselines}; do "$what"; done

@@ -190,7 +190,7 @@ def main() -> int:
         if pf:
             lines += [f"## Per family, task {task} ({TASKS[task]}), family-mc", "", pf, ""]
     plots = []
-    for task in ("a", "e"):
+    for task in ("a",):
         fn = f"convergence_{task}.png"
         if convergence_plot(task, "family-mc", R / fn):
             plots.append(fn)

@@ -276,3 +276,21 @@ def test_cli_pretrain(corpus_dir, tmp_path, capsys):
     assert main(["pretrain", "--corpus", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 2
     assert "not found" in capsys.readouterr().err
     assert main([*args, "--method", "vae"]) == 2
+
+
+def test_shipped_encoder_is_the_default(tiny_feature_set):
+    """The corpus encoder ships with the package (TraPPM's GAE, c = 128) and is trappm's default."""
+    from perfcast.features.encode import FEATURE_LAYOUT_VERSION
+    from perfcast.predictors import create_predictor
+    from perfcast.pretrain import load_encoder
+    from perfcast.pretrain.checkpoint import shipped_encoder_dir
+
+    d = shipped_encoder_dir()
+    enc = load_encoder(d)
+    assert enc.meta["method"] == "gae" and enc.dim == 128 and enc.meta["epoch"] >= 1
+    assert enc.meta["graph_layout"] == FEATURE_LAYOUT_VERSION
+    assert (d / "encoder.safetensors").stat().st_size < 2_000_000
+    assert not (d / "optimizer.safetensors").exists()  # resuming state is not shipped
+    m = create_predictor("trappm", **FIT).fit(tiny_feature_set)
+    assert m.trained_on_["encoder"]["random"] is False
+    assert m.trained_on_["encoder"]["source"] == "shipped"

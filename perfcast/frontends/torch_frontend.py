@@ -191,15 +191,15 @@ def graphs_for_batches(module: nn.Module, args: tuple, batch_sizes: Iterable[int
 
 
 @contextlib.contextmanager
-def _quiet_fake_tensor_log(quiet: bool):
-    """FakeTensor logs an op's failure at ERROR before raising it; a symbolic-batch attempt that
-    fails is expected (the caller falls back), so keep that log off the user's terminal."""
+def _quiet_fake_tensor_log():
+    """FakeTensor logs an op's failure with a traceback at ERROR before raising it; the
+    exception itself becomes our one-line TraceError (and a failed symbolic-batch attempt is
+    expected: the caller falls back), so keep that log off the user's terminal."""
     import logging
 
     log = logging.getLogger("torch._subclasses.fake_tensor")
     level = log.level
-    if quiet:
-        log.setLevel(logging.CRITICAL)
+    log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
@@ -256,7 +256,7 @@ class _Traced:
         self.batch_symbol = None
 
         try:
-            with fake_mode, warnings.catch_warnings(), _quiet_fake_tensor_log(dynamic_batch):
+            with fake_mode, warnings.catch_warnings(), _quiet_fake_tensor_log():
                 warnings.simplefilter("ignore")
                 ep = torch.export.export(step, fargs, strict=False, dynamic_shapes=dynamic_shapes)
                 if mode == "infer":
