@@ -12,6 +12,7 @@ Tables II/III form), the epoch-vs-loss convergence plot (TraPPM Fig. 5) and the 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -53,11 +54,13 @@ def _target(task: str) -> str:
 
 
 def _folds(root: Path, task: str, split: str):
-    f = root / task / split / "folds.csv"
+    """The test records of every fold (from predictions.csv): fold → set of (model, batch)."""
+    f = root / task / split / "predictions.csv"
     if not f.exists():
         return None
-    d = pd.read_csv(f)
-    return d[["fold", "test_records", "test_family_names"]].astype(str).values.tolist()
+    d = pd.read_csv(f, usecols=["fold", "model", "batch_size"]).drop_duplicates()
+    return {k: set(map(tuple, g[["model", "batch_size"]].astype(str).values))
+            for k, g in d.groupby("fold")}
 
 
 def same_splits() -> list[str]:
@@ -81,7 +84,8 @@ def overall() -> tuple[str, pd.DataFrame]:
             for col, (root, p) in COLUMNS.items():
                 v = _metric(root, task, split, p, _target(task))
                 r[col] = v[0] if v else np.nan
-            rows.append(r)
+            if any(np.isfinite(r[c]) for c in COLUMNS):
+                rows.append(r)
     df = pd.DataFrame(rows)
     cols = list(COLUMNS)
     lines = ["| task | split | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
@@ -172,6 +176,41 @@ def convergence_plot(task: str, split: str, path: Path) -> bool:
     return True
 
 
+def corpus_summary(corpus: Path) -> str:
+    """Composition and build time of the unlabeled corpus (from its index.csv)."""
+    f = corpus / "index.csv"
+    if not f.exists():
+        return ""
+    d = pd.read_csv(f)
+    ok = d[d.status == "ok"]
+
+    def kind(r) -> str:
+        if r["mode"] == "train":
+            return "training graphs, 224 px, batch 8"
+        b = "batch 1" if r["batch_size"] == 1 else "batch 2–128 (one symbolic-batch trace)"
+        return f"inference, {r['input_size']} px, {b}"
+
+    d = d.assign(kind=d.apply(kind, axis=1))
+    rows = ["| part | graphs ok | failed / timeout | models | families | worker time (h) | "
+            "s per graph |", "|---|---|---|---|---|---|---|"]
+    for k, g in d.groupby("kind", sort=True):
+        g_ok = g[g.status == "ok"]
+        rows.append(f"| {k} | {len(g_ok):,} | {len(g) - len(g_ok):,} | {g_ok.model.nunique():,} | "
+                    f"{g_ok.family.nunique()} | {g.seconds.sum() / 3600:.2f} | "
+                    f"{g.seconds.sum() / max(len(g), 1):.2f} |")
+    rows.append(f"| **all** | **{len(ok):,}** | {len(d) - len(ok):,} | {ok.model.nunique():,} | "
+                f"{ok.family.nunique()} | {d.seconds.sum() / 3600:.2f} | "
+                f"{d.seconds.sum() / max(len(d), 1):.2f} |")
+    nodes = ok.nodes.astype(float)
+    size_mb = sum(p.stat().st_size for p in (corpus / "graphs").glob("*.npz")) / 2**20
+    return "\n".join(
+        [f"Corpus `{corpus}`: {len(ok):,} graphs ({ok.model.nunique():,} timm models, "
+         f"{ok.family.nunique()} families; nodes per graph median {nodes.median():.0f}, max "
+         f"{nodes.max():.0f}; {size_mb:,.0f} MB of .npz). Worker time = the index's `seconds` "
+         "(a symbolic-batch trace's time is shared by its graphs); wall time ≈ worker time ÷ "
+         "workers (2).", "", *rows])
+
+
 def main() -> int:
     table, df = overall()
     bad = same_splits()
@@ -183,12 +222,17 @@ def main() -> int:
              "MAPE % on the test records (pooled; mean over the 5 seeds of family-mc = TraPPM's "
              "per-family 70/30 Monte Carlo split, seeds 1337–1341; unseen-family = 5 folds of whole "
              "families). **Bold**: best learned predictor of the row. Splits identical across "
-             "columns: " + ("yes (folds.csv compared)" if not bad else "NO — " + ", ".join(bad)),
+             "columns: " + ("yes (every fold's test records compared)" if not bad else "NO — " + ", ".join(bad)),
              "", table, ""]
     for task in TASKS:
         pf = per_family(task)
         if pf:
             lines += [f"## Per family, task {task} ({TASKS[task]}), family-mc", "", pf, ""]
+    cs = corpus_summary(Path(os.environ.get("PERFCAST_CORPUS",
+                                            Path.home() / ".cache" / "perfcast" / "corpus")))
+    if cs:
+        (R / "corpus.md").write_text("# The unlabeled corpus (issue #6 item 1)\n\nRegenerate: "
+                                     "`.venv/bin/python benchmarks/trappm_report.py`\n\n" + cs + "\n")
     plots = []
     for task in ("a",):
         fn = f"convergence_{task}.png"

@@ -742,9 +742,10 @@ def train(
     workers: int = typer.Option(2, "--workers", help="Worker processes building graphs."),
     only: Optional[str] = typer.Option(None, "--only", help="Recipe: comma-separated entry ids."),
     transfer: str = typer.Option(
-        "auto", "--transfer", help="--init-from: auto (pick the better on held-out models), "
-                                   "finetune (train every weight further) or recalibrate (map "
-                                   "the prediction, log y = a + b·log ŷ)."),
+        "auto", "--transfer", help="--init-from: auto (the best on held-out models), finetune "
+                                   "(train every weight further), recalibrate (map the "
+                                   "prediction, log y = a + b·log ŷ) or scratch (same kind, "
+                                   "new weights)."),
     list_models: bool = typer.Option(False, "--list", help="List the shipped models and exit."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ):

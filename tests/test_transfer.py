@@ -55,7 +55,7 @@ def test_recalibrate_few_records_is_a_pure_scale(tiny_feature_set):
         create_predictor("mlp").recalibrate(few)
 
 
-@pytest.mark.parametrize("recipe", ["recalibrate", "finetune", "auto"])
+@pytest.mark.parametrize("recipe", ["recalibrate", "finetune", "scratch", "auto"])
 def test_fine_tune_transfer_recipes(tiny_feature_set, tmp_path, recipe):
     from perfcast.predictors import create_predictor, load_predictor
     from perfcast.predictors.train import fine_tune
@@ -69,8 +69,8 @@ def test_fine_tune_transfer_recipes(tiny_feature_set, tmp_path, recipe):
     pred, _ = fine_tune(str(tmp_path / "src"), tmp_path / "mine.csv", tmp_path / "out",
                         transfer=recipe, workers=1, epochs=2)
     tr = load_predictor(tmp_path / "out").trained_on_["transfer"]
-    # six models: too few for auto to hold some out, so it recalibrates
-    assert tr["recipe"] == ("finetune" if recipe == "finetune" else "recalibrate")
+    # six models: too few for auto to hold some out, so it fine-tunes
+    assert tr["recipe"] == ("finetune" if recipe == "auto" else recipe)
     assert tr["records"] == len(fs) and tr["asked"] == recipe
     assert bool(pred.calibration_) == (tr["recipe"] == "recalibrate")
     with pytest.raises(PerfcastError, match="unknown transfer recipe"):
@@ -91,5 +91,6 @@ def test_fine_tune_auto_scores_both_on_held_out_models(tiny_feature_set, tmp_pat
                           workers=1, epochs=2)
     tr = pred.trained_on_["transfer"]
     scores = tr["held_out_mape"]
-    assert set(scores) == {"recalibrate", "finetune"} and all(np.isfinite(list(scores.values())))
+    assert set(scores) == {"recalibrate", "finetune", "scratch"}
+    assert all(np.isfinite(list(scores.values())))
     assert tr["recipe"] == min(scores, key=scores.get)

@@ -86,7 +86,7 @@ def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None
 
 
 #: ``perfcast train --init-from`` recipes (see :func:`fine_tune`).
-TRANSFER_RECIPES = ("auto", "finetune", "recalibrate")
+TRANSFER_RECIPES = ("auto", "finetune", "recalibrate", "scratch")
 #: ``auto`` compares the recipes on held-out models only with at least this many models.
 AUTO_MIN_MODELS = 8
 
@@ -102,11 +102,14 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
     ``transfer``: ``finetune`` continues training every weight on the records (``warm_start``);
     ``recalibrate`` keeps the model and maps its log prediction to the records
     (:meth:`~perfcast.predictors.base.Predictor.recalibrate`; the only choice for a predictor
-    that does not learn); ``auto`` (default) holds out a quarter of the records' models, scores
-    both on them and keeps the better (MAPE), refitted on every record — with fewer than
-    :data:`AUTO_MIN_MODELS` models it recalibrates (benchmarks/trappm_transfer.py: the better
-    recipe at N ≤ 32 records). The choice and the held-out scores land in
-    ``trained_on["transfer"]``."""
+    that does not learn); ``scratch`` trains a new predictor of the same kind and
+    hyper-parameters on the records alone; ``auto`` (default) holds out a quarter of the
+    records' models, scores the three on them and keeps the best (MAPE), refitted on every
+    record — with fewer than :data:`AUTO_MIN_MODELS` models it fine-tunes. No recipe wins
+    everywhere (benchmarks/trappm_transfer.py → reports/trappm/transfer.md): recalibration is
+    best with few records between similar devices, fine-tuning with more, and between a GPU
+    and a CPU a model trained from scratch overtakes both from ~64 records. The choice and the
+    held-out scores land in ``trained_on["transfer"]``."""
     import copy
 
     from perfcast.evaluation.metrics import mape
@@ -139,6 +142,14 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
     def adapt(p, recipe: str, records):
         if recipe == "recalibrate":
             return p.recalibrate(records, targets=targets)
+        if recipe == "scratch":  # same kind and hyper-parameters, new weights
+            from perfcast.predictors import create_predictor
+
+            params = {k: v for k, v in p.get_params().items() if k != "warm_start"}
+            if epochs is not None and "epochs" in p.default_params():
+                params["epochs"] = epochs
+            cb = (lambda i, n: progress("epochs", i, n)) if progress else None
+            return create_predictor(p.name, **params).fit(records, targets=targets, progress=cb)
         params = {"warm_start": True}
         if epochs is not None and "epochs" in p.default_params():
             params["epochs"] = epochs
@@ -149,15 +160,17 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
         return p
 
     recipe, scores = transfer, {}
-    if transfer == "finetune" and not pred.learns:
+    if transfer in ("finetune", "scratch") and not pred.learns:
         raise PerfcastError(f"{pred.name} does not learn; use --transfer recalibrate")
     if transfer == "auto":
         n_models = fs.rows["model"].nunique()
-        if not pred.learns or n_models < AUTO_MIN_MODELS:
+        if not pred.learns:
             recipe = "recalibrate"
+        elif n_models < AUTO_MIN_MODELS:
+            recipe = "finetune"
         else:
             fit_part, held = hold_out_models(fs, max(2, round(0.25 * n_models)), seed)
-            for r in ("recalibrate", "finetune"):
+            for r in ("recalibrate", "finetune", "scratch"):
                 yhat = adapt(copy.deepcopy(pred), r, fit_part).predict(held)
                 scores[r] = float(np.mean([mape(held.target(t), yhat[:, j])
                                            for j, t in enumerate(pred.targets_) if t in targets]))
