@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The unlabeled graph corpus for TraPPM pre-training (issue #6): every timm model (98 families,
 # 1,353 current names without test_ models) at 224 px × batch 1, 2, 4 … 128 and at 160 / 288 px ×
-# batch 1; 6 models per family at 288 px × 12 batch sizes; training graphs of 2 models per family.
-# ≈ 21,000 graphs. A model's inference graphs at batch ≥ 2 come from one symbolic-batch trace
+# batch 1; 6 models per family at 288 px × 12 batch sizes, 2 at 160 px × 7; training graphs of 2
+# models per family. ≈ 20,700 graphs. A model's inference graphs at batch ≥ 2 come from one symbolic-batch trace
 # (`timm_graphs_for_batches`, identical to a trace per batch). Resumable: re-run to continue
 # (graphs already in the index are skipped); passes are ordered so a partial corpus still covers
 # every family. EXTRA=1 adds 288 px × 7 batches for every model and 5 training graphs per family.
@@ -19,6 +19,7 @@ run --input-sizes 224 --batch-sizes 2,4,8,16,32,64,128
 run --modes train --input-sizes 224 --batch-sizes 8 --variants-per-family 2 --timeout 60
 run --input-sizes 160,288 --batch-sizes 1
 run --input-sizes 288 --batch-sizes 2,3,4,6,8,12,16,24,32,48,64,128 --variants-per-family 6
+run --input-sizes 160 --batch-sizes 2,4,8,16,32,64,128 --variants-per-family 2
 if [ -n "${EXTRA:-}" ]; then  # more of the same kind (not needed for ≥ 20,000 graphs)
   run --input-sizes 288 --batch-sizes 2,4,8,16,32,64,128
   run --modes train --input-sizes 224 --batch-sizes 8 --variants-per-family 5

@@ -5,7 +5,7 @@
 # folds; splits depend only on the records and seeds). Then benchmarks/trappm_report.py puts them
 # beside the other predictors' reports/eval/ numbers → reports/trappm/comparison.md.
 #
-#   bash benchmarks/trappm_evaluate.sh [pretrained|random|graphmae|huber|baselines ...]  (default: all)
+#   bash benchmarks/trappm_evaluate.sh [pretrained|random|graphmae|huber|linearout|baselines ...]  (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -33,6 +33,12 @@ graphmae() {
   for t in a b e; do
     ev $t unseen-family $R/eval-graphmae --param trappm.encoder="$GRAPHMAE"; done
 }
+linearout() {  # the GAE with a linear last layer (TraPPM's ReLU + dropout there stays at chance)
+  local enc="$HOME/.cache/perfcast/encoders/gae-c128-nofinal"
+  $P pretrain --corpus "${PERFCAST_CORPUS:-$HOME/.cache/perfcast/corpus}" --out "$enc" --method gae \
+     --hidden 128 --linear-out --dropout 0 --epochs 3 --limit 4000 --threads 1 --workers 1 --json
+  ev a unseen-family $R/eval-gae-linear-out --param trappm.encoder="$enc"
+}
 baselines() {  # histories for the convergence plot (reports/eval predates histories.csv)
   $P evaluate --task a --split family-mc --predictors nnlqp,dippm,mlp --out $R/eval-baselines
 }
@@ -40,4 +46,4 @@ huber() {
   for t in a e; do
     ev $t unseen-family $R/eval-huber --param trappm.loss=huber; done
 }
-for what in ${@:-pretrained random graphmae huber baselines}; do "$what"; done
+for what in ${@:-pretrained random graphmae huber linearout baselines}; do "$what"; done

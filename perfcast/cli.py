@@ -684,6 +684,11 @@ def pretrain(
     epochs: int = typer.Option(10, "--epochs", help="Total epochs (a resumed run continues to this)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Graphs per minibatch."),
     lr: float = typer.Option(5e-4, "--lr", help="Adam learning rate."),
+    dropout: Optional[float] = typer.Option(
+        None, "--dropout", help="Encoder dropout (default: 0.5 for gae as TraPPM, 0.2 graphmae)."),
+    final_act: bool = typer.Option(
+        True, "--final-act/--linear-out",
+        help="BatchNorm → ReLU → dropout after the last layer too (TraPPM) or a linear output."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use at most this many graphs."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     resume: bool = typer.Option(True, "--resume/--no-resume",
@@ -708,7 +713,8 @@ def pretrain(
 
         res = run_pretrain(corpus_dir, out_dir, method=method, hidden=hidden, epochs=epochs,
                            batch_size=batch_size, lr=lr, seed=seed, limit=limit, resume=resume,
-                           n_threads=threads, workers=workers, progress=on_progress)
+                           dropout=dropout, final_act=final_act, n_threads=threads,
+                           workers=workers, progress=on_progress)
     summary = {"out": res.out, "method": res.method, "epochs": res.epochs,
                "epochs_run": res.epochs_run,
                "final_loss": round(res.final_loss, 5) if res.final_loss is not None else None,
