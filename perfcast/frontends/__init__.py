@@ -197,20 +197,16 @@ def timm_graphs_for_batches(name: str, input_size: tuple[int, ...] | None,
     """Inference graphs of a timm model at several batch sizes (≥ 2) from one symbolic-batch
     trace — equal to ``build_graph`` per batch (the corpus builder's fast path). Raises
     :class:`TraceError` when the model specialises on the batch size."""
+    import torch
+
     from perfcast.frontends.torch_frontend import graphs_for_batches
 
     resolved = resolve_timm_name(name)
     model, shape = _build_on_meta(lambda: create_timm_model(resolved, input_size),
                                   f"timm model {resolved}")
-    x = torch_empty_meta((max(batch_sizes), *shape))
+    x = torch.empty((max(batch_sizes), *shape), device="meta")
     return graphs_for_batches(model, (x,), batch_sizes, model_id=f"timm:{resolved}",
                               mode="infer", precision=precision, frontend="timm")
-
-
-def torch_empty_meta(shape: tuple[int, ...]):
-    import torch
-
-    return torch.empty(shape, device="meta")
 
 
 def _load_timm(name: str, req: GraphRequest) -> ModelGraph:
