@@ -39,13 +39,17 @@ COLUMNS = {
 }
 
 
+def _analytical(df: pd.DataFrame) -> str:
+    """The task's analytical baseline in a report (memsim for memory, else the roofline)."""
+    return "memsim" if (df.predictor == "memsim").any() else "roofline"
+
+
 def _metric(root: Path, task: str, split: str, predictor: str | None, target: str):
     f = root / task / split / "metrics.csv"
     if not f.exists():
         return None
     m = pd.read_csv(f)
-    if predictor is None:  # the analytical baseline of the task
-        predictor = "memsim" if (m.predictor == "memsim").any() else "roofline"
+    predictor = predictor or _analytical(m)
     r = m[(m.predictor == predictor) & (m.target == target) & (m.metric == "mape")]
     return (float(r["mean"].iloc[0]), float(r["std"].fillna(0).iloc[0])) if len(r) else None
 
@@ -56,8 +60,7 @@ def _median_ape(root: Path, task: str, split: str, predictor: str | None, target
     if not f.exists():
         return None
     d = pd.read_csv(f, usecols=["predictor", "target", "actual", "predicted"])
-    if predictor is None:
-        predictor = "memsim" if (d.predictor == "memsim").any() else "roofline"
+    predictor = predictor or _analytical(d)
     d = d[(d.predictor == predictor) & (d.target == target)]
     if not len(d):
         return None

@@ -201,18 +201,22 @@ def timm_graphs_for_batches(name: str, input_size: tuple[int, ...] | None,
 
     from perfcast.frontends.torch_frontend import graphs_for_batches
 
-    resolved = resolve_timm_name(name)
-    model, shape = _build_on_meta(lambda: create_timm_model(resolved, input_size),
-                                  f"timm model {resolved}")
+    resolved, model, shape = _timm_on_meta(name, input_size)
     x = torch.empty((max(batch_sizes), *shape), device="meta")
     return graphs_for_batches(model, (x,), batch_sizes, model_id=f"timm:{resolved}",
                               mode="infer", precision=precision, frontend="timm")
 
 
-def _load_timm(name: str, req: GraphRequest) -> ModelGraph:
+def _timm_on_meta(name: str, input_size: tuple[int, ...] | None):
+    """``(current name, model without weights, per-sample input shape)`` of a timm model."""
     resolved = resolve_timm_name(name)
-    model, shape = _build_on_meta(lambda: create_timm_model(resolved, req.input_size),
+    model, shape = _build_on_meta(lambda: create_timm_model(resolved, input_size),
                                   f"timm model {resolved}")
+    return resolved, model, shape
+
+
+def _load_timm(name: str, req: GraphRequest) -> ModelGraph:
+    resolved, model, shape = _timm_on_meta(name, req.input_size)
     return _trace(model, (_meta_input(req, shape),), req, f"timm:{resolved}", "timm")
 
 

@@ -171,7 +171,9 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
         else:
             fit_part, held = hold_out_models(fs, max(2, round(0.25 * n_models)), seed)
             for r in ("recalibrate", "finetune", "scratch"):
-                yhat = adapt(copy.deepcopy(pred), r, fit_part).predict(held)
+                # scratch leaves the source untouched; the others adapt a copy of it
+                src_copy = pred if r == "scratch" else copy.deepcopy(pred)
+                yhat = adapt(src_copy, r, fit_part).predict(held)
                 scores[r] = float(np.mean([mape(held.target(t), yhat[:, j])
                                            for j, t in enumerate(pred.targets_) if t in targets]))
             recipe = min(scores, key=scores.get)
