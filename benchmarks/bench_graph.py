@@ -31,9 +31,10 @@ CASES = [
 _LLM_CHILD = r"""
 import json, resource, time, sys
 t = time.perf_counter()
-from perfcast.frontends import GraphRequest, build_graph
+from perfcast.frontends import build_graph
+from perfcast.workload import Workload
 from perfcast.features import to_pyg
-g = build_graph(GraphRequest("hf:meta-llama/Llama-2-7b-hf", batch_size=1, seq_len=2048, mode="train"))
+g = build_graph(Workload.of("hf:meta-llama/Llama-2-7b-hf", batch_size=1, seq_len=2048, mode="train"))
 to_pyg(g)
 print(json.dumps({"seconds": time.perf_counter() - t, "nodes": g.num_nodes,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -48,15 +49,16 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from perfcast.cache import get_graph
     from perfcast.features import to_pyg
-    from perfcast.frontends import GraphRequest, build_graph
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
 
-    build_graph(GraphRequest("torchvision:resnet18"))  # warm imports
-    to_pyg(build_graph(GraphRequest("hf:gpt2", seq_len=8)))
+    build_graph(Workload.of("torchvision:resnet18"))  # warm imports
+    to_pyg(build_graph(Workload.of("hf:gpt2", seq_len=8)))
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                "cases": []}
     for spec, kw, target in CASES:
         t = time.perf_counter()
-        g = build_graph(GraphRequest(spec, **kw))
+        g = build_graph(Workload.of(spec, **kw))
         t_graph = time.perf_counter() - t
         to_pyg(g)
         total = time.perf_counter() - t
@@ -68,7 +70,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as d:
         os.environ["PERFCAST_CACHE_DIR"] = d
-        req = GraphRequest("timm:resnet50", batch_size=1)
+        req = Workload.of("timm:resnet50", batch_size=1)
         get_graph(req)
         times = []
         for _ in range(5):

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
+
+# the checkout's data (see perfcast.paths) unless the environment names other folders
+_REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PERFCAST_DATA", str(_REPO.parent / "shared" / "data"))
+os.environ.setdefault("PERFCAST_DATASETS", str(_REPO / "datasets"))
 
 
 def main() -> None:
@@ -26,8 +33,8 @@ def main() -> None:
     args = ap.parse_args()
 
     import perfcast
-    from perfcast.predictors import shipped
-    from perfcast.predictors.data import feature_set
+    from perfcast.training import shipped
+    from perfcast.labeled.frames import feature_set
 
     out: dict = {}
     cases = [("timm:resnet50", "rtx4090", "infer", "amp", 256, "time_ms"),

@@ -3,7 +3,7 @@
 # 1,353 current names without test_ models) at 224 px × batch 1, 2, 4 … 128 and at 160 / 288 px ×
 # batch 1; 6 models per family at 288 px × 12 batch sizes, 2 at 160 px × 7; training graphs of 2
 # models per family. ≈ 20,700 graphs. A model's inference graphs at batch ≥ 2 come from one symbolic-batch trace
-# (`timm_graphs_for_batches`, identical to a trace per batch). Resumable: re-run to continue
+# (`perfcast.frontends.build_graphs`, identical to a trace per batch). Resumable: re-run to continue
 # (graphs already in the index are skipped); passes are ordered so a partial corpus still covers
 # every family. EXTRA=1 adds 288 px × 7 batches for every model and 5 training graphs per family.
 #

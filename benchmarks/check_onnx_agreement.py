@@ -5,7 +5,7 @@ For every model below this builds the model on CPU with random weights, exports 
 20, then 18), builds the ONNX graph with ``graph_from_onnx`` and the PyTorch graph the way
 ``perfcast`` builds it (``build_graph`` on the meta device; for the Hugging Face model
 ``graph_from_module`` on a meta-device ``AutoModel``), both at batch 1, and runs
-:func:`perfcast.frontends.agreement.compare_graphs`.
+:func:`onnx_agreement.compare_graphs` (``benchmarks/onnx_agreement.py``, imported as a sibling).
 
 It prints one row per model (MACs of both, their relative difference, whether every compute-op
 group agrees after the documented decompositions, the decompositions used and what is left
@@ -88,7 +88,7 @@ def _build(kind: str, name: str, extra: dict, device: str):
     elif kind == "hf":
         import transformers
 
-        from perfcast.frontends.hf import HFWrapper, resolve_hf_config
+        from perfcast.zoo.hf import HFWrapper, resolve_hf_config
 
         config, _ = resolve_hf_config(name)
         config.use_cache = False
@@ -124,10 +124,11 @@ def _export(model, x, path: str) -> tuple[int, list[str]]:
 
 def _torch_graph(label: str, kind: str, name: str, extra: dict):
     """The PyTorch graph as perfcast builds it (meta device, batch 1)."""
-    from perfcast.frontends import GraphRequest, build_graph
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
 
     if kind in ("torchvision", "timm"):
-        return build_graph(GraphRequest(f"{kind}:{name}", batch_size=1))
+        return build_graph(Workload.of(f"{kind}:{name}", batch_size=1))
     from perfcast.frontends.torch_frontend import graph_from_module
 
     model, x = _build(kind, name, extra, "meta")
@@ -139,8 +140,9 @@ def _work(args: tuple) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from perfcast.frontends.agreement import compare_graphs
-    from perfcast.frontends.onnx_frontend import graph_from_onnx
+    from onnx_agreement import compare_graphs
+
+    from perfcast.frontends.onnx import graph_from_onnx
 
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
@@ -244,14 +246,14 @@ def _summary(results: list[dict]) -> dict:
 
 
 def _markdown(results: list[dict], summary: dict, command: str) -> str:
-    from perfcast.frontends.agreement import DOCUMENTED_DECOMPOSITIONS
+    from onnx_agreement import DOCUMENTED_DECOMPOSITIONS
 
     esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     lines = ["# PyTorch vs ONNX frontend agreement", "",
              "Same model through `graph_from_module` (PyTorch, meta device) and through "
              "`torch.onnx.export(dynamo=True)` + `graph_from_onnx`, batch 1, random weights. "
              "Op counts are compared per comparison group after the documented decompositions "
-             "(`perfcast/frontends/agreement.py`); MACs must agree within 2 %.", "",
+             "(`benchmarks/onnx_agreement.py`); MACs must agree within 2 %.", "",
              f"Regenerate: `{command}`", "",
              "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for row in _rows(results):

@@ -1,6 +1,6 @@
 """Symbolic-batch graphs vs one trace per batch, on random timm models (issue #6 corpus).
 
-For each model: `timm_graphs_for_batches(name, 224 px, [16, 64])` and `build_graph` at batch 16 and
+For each model: `build_graphs(Workload.of(name, input_size=224), [16, 64])` and `build_graph` at batch 16 and
 64; every node (op, shapes, FLOPs, MACs, params, bytes, attributes, phase), edge and the metadata
 must be equal. Prints one line per model and a total; exit 1 on any difference.
 
@@ -29,7 +29,8 @@ def main() -> int:
     args = ap.parse_args()
     import timm
 
-    from perfcast.frontends import GraphRequest, build_graph, timm_graphs_for_batches
+    from perfcast.frontends import build_graph, build_graphs
+    from perfcast.workload import Workload
 
     pool = [n for n in timm.list_models() if not n.startswith("test_")]
     names = []
@@ -39,13 +40,13 @@ def main() -> int:
     for name in names:
         t = time.perf_counter()
         try:
-            graphs = timm_graphs_for_batches(name, (3, 224, 224), [16, 64])
+            graphs = build_graphs(Workload.of(f"timm:{name}", input_size=(3, 224, 224)), [16, 64])
         except Exception as exc:  # noqa: BLE001 - reported, the corpus falls back for these
             print(f"{name}: no symbolic-batch trace ({str(exc)[:100]})")
             skipped += 1
             continue
         dt = time.perf_counter() - t
-        ok = all(signature(graphs[b]) == signature(build_graph(GraphRequest(
+        ok = all(signature(graphs[b]) == signature(build_graph(Workload.of(
             spec=f"timm:{name}", batch_size=b, input_size=(3, 224, 224)))) for b in (16, 64))
         same += ok
         differ += not ok

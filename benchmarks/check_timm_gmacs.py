@@ -21,7 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-DATA = Path(os.environ.get("PERFCAST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+# the checkout's data (see perfcast.paths) unless the environment names other folders
+_REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PERFCAST_DATA", str(_REPO.parent / "shared" / "data"))
+os.environ.setdefault("PERFCAST_DATASETS", str(_REPO / "datasets"))
+DATA = Path(os.environ["PERFCAST_DATA"])
 
 
 def load_rows(data_dir: Path) -> list[dict]:
@@ -47,14 +51,15 @@ def _alarm(*_):
 
 def _work(args: tuple[dict, int]) -> dict:
     row, timeout = args
-    from perfcast.frontends import GraphRequest, build_graph
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
 
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     t = time.perf_counter()
     out = dict(row)
     try:
-        g = build_graph(GraphRequest(f"timm:{row['model']}", batch_size=1,
+        g = build_graph(Workload.of(f"timm:{row['model']}", batch_size=1,
                                      input_size=(3, row["img_size"], row["img_size"])))
         out.update(status="ok", gmacs=g.macs / 1e9, params_m=g.params / 1e6, nodes=g.num_nodes,
                    other=g.op_counts().get("other", 0), unmapped=";".join(g.meta.unmapped_ops))

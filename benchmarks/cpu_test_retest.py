@@ -47,7 +47,7 @@ def main() -> int:
         d["threads"] = int(d["threads"]) if d["threads"] is not None else None
         d["seq_len"] = int(d["seq_len"]) if d["seq_len"] is not None else None
         d["optimizer"] = d["optimizer"] or "sgd-momentum"
-        return MeasureConfig(**d)
+        return MeasureConfig.from_dict(d)
 
     configs = [replace(cfg_of(r), repeat=1) for _, r in rows.iterrows()]
     counts = collect(store, configs, CollectSettings(cpus=[int(c) for c in a.cpus.split(",")]),

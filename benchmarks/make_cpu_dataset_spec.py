@@ -35,14 +35,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("datasets/cpu/spec.yaml"))
     a = ap.parse_args()
     from perfcast.cache import get_graph
-    from perfcast.frontends import GraphRequest
+    from perfcast.workload import Workload
 
     sweeps = []
     total = 0
     for model in MODELS:
         for size in SIZES:
             try:
-                g = get_graph(GraphRequest(model, batch_size=1, input_size=(3, size, size)))
+                g = get_graph(Workload.of(model, batch_size=1, input_size=(3, size, size)))
             except Exception as exc:  # noqa: BLE001
                 print(f"skip {model}@{size}: {exc}", file=sys.stderr)
                 continue

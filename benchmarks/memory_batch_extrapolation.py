@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
+
+# the checkout's data (see perfcast.paths) unless the environment names other folders
+_REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PERFCAST_DATA", str(_REPO.parent / "shared" / "data"))
+os.environ.setdefault("PERFCAST_DATASETS", str(_REPO / "datasets"))
 
 
 def main() -> None:

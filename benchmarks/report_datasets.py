@@ -10,9 +10,15 @@ to a perfcast graph request (``graph_key``; fp64 cannot). Writes ``reports/datas
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
+
+# the checkout's data (see perfcast.paths) unless the environment names other folders
+_REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PERFCAST_DATA", str(_REPO.parent / "shared" / "data"))
+os.environ.setdefault("PERFCAST_DATASETS", str(_REPO / "datasets"))
 
 COMMAND = "python benchmarks/report_datasets.py"
 

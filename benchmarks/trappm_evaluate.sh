@@ -8,6 +8,8 @@
 #   bash benchmarks/trappm_evaluate.sh [pretrained|random|graphmae|huber|linearout|baselines ...]  (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the checkout's data (see perfcast.paths) unless the environment names other folders
+export PERFCAST_DATA="${PERFCAST_DATA:-$PWD/../shared/data}" PERFCAST_DATASETS="${PERFCAST_DATASETS:-$PWD/datasets}"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 P=.venv/bin/perfcast
 R=reports/trappm
@@ -18,7 +20,9 @@ ev() {
   local t=$1 s=$2 o=$3; shift 3
   if [ -z "${FORCE:-}" ] && [ -f "$o/$t/$s/summary.md" ]; then echo "== have $o/$t/$s"; return; fi
   echo "== $(date -u +%FT%TZ) $t $s $o $*"
-  $P evaluate --predictors trappm --task "$t" --split "$s" --out "$o" "$@"
+  # memory tasks read the simulation of every record: the validation run seeds its cache
+  $P evaluate --predictors trappm --task "$t" --split "$s" --out "$o" \
+     --memsim-seed reports/memory_validation.csv "$@"
 }
 pretrained() {  # family-mc where reports/eval has it (a, b, e)
   for t in $TASKS; do ev $t unseen-family $R/eval; done

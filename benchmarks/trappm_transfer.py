@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,12 +38,15 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# the checkout's data (see perfcast.paths) unless the environment names other folders
+os.environ.setdefault("PERFCAST_DATA", str(ROOT.parent / "shared" / "data"))
+os.environ.setdefault("PERFCAST_DATASETS", str(ROOT / "datasets"))
 
 from perfcast.evaluation.metrics import mape, rmse  # noqa: E402
 from perfcast.evaluation.splits import family_mc_split, model_groups  # noqa: E402
 from perfcast.evaluation.tasks import Task, get_task  # noqa: E402
 from perfcast.predictors import create_predictor  # noqa: E402
-from perfcast.predictors.train import hold_out_models  # noqa: E402
+from perfcast.training.trainer import hold_out_models  # noqa: E402
 
 SEEDS = (1337, 1338, 1339)
 NS = (16, 32, 64, 128, "all")

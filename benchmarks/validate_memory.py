@@ -9,7 +9,7 @@ Parts (``--part``, default all):
   and compare with the simulation of the same configuration. The CPU optimizer default is the
   per-tensor loop, so these simulations use ``foreach=False`` (two configurations use
   ``foreach=True`` for both) and AMP uses CPU autocast's op lists (``autocast_rules="cpu"``).
-* ``gpumemnet`` — rows of ``/work/shared/data/gpumemnet-timm-train-memory-a100.csv`` (timm
+* ``gpumemnet`` — rows of ``$PERFCAST_DATA/gpumemnet-timm-train-memory-a100.csv`` (timm
   training on an A100 40 GB, peak from nvidia-smi; rows ≥ 40000 MiB are censored): simulate train
   fp32 SGD-momentum (foreach, PyTorch's CUDA default; cross-entropy loss as timm trains) at the
   model's default input size from ``pretrained_cfg`` (``--input-size 224`` to force 224) and
@@ -46,7 +46,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-GPUMEMNET = Path("/work/shared/data/gpumemnet-timm-train-memory-a100.csv")
+# the checkout's shared data unless $PERFCAST_DATA names another folder (see perfcast.paths)
+os.environ.setdefault("PERFCAST_DATA", str(ROOT.parent / "shared" / "data"))
+GPUMEMNET = Path(os.environ["PERFCAST_DATA"]) / "gpumemnet-timm-train-memory-a100.csv"
 CENSOR_MIB = 40000.0
 CAPACITY_MIB = 40960.0  # A100 40 GB
 MiB = float(2**20)

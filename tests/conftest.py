@@ -1,9 +1,51 @@
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# The checkout's data (see perfcast.paths): the shared public measurements beside the repository
+# and the project's own datasets in it. Set before any test imports perfcast.
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PERFCAST_DATA", str(REPO.parent / "shared" / "data"))
+os.environ.setdefault("PERFCAST_DATASETS", str(REPO / "datasets"))
+
+#: With ``PERFCAST_REQUIRE_DATA=1`` (CI) a test needing absent shared data fails instead of skipping.
+REQUIRE_DATA_ENV = "PERFCAST_REQUIRE_DATA"
+
+
+def require_shared_data(*files: str) -> None:
+    """The one gate for tests that read the shared public measurements (``$PERFCAST_DATA``):
+    skip (with the reason) when the folder or one of ``files`` (paths relative to it) is missing
+    — or fail when ``PERFCAST_REQUIRE_DATA=1``. As a marker: ``@pytest.mark.shared_data(*files)``."""
+    from perfcast.paths import public_data_dir
+
+    root = public_data_dir()
+    if not root.is_dir():
+        where = str(root)
+    else:
+        missing = [f for f in files if not (root / f).is_file()]
+        if not missing:
+            return
+        where = ", ".join(str(root / f) for f in missing)
+    reason = f"shared measurement data not found: {where} (set PERFCAST_DATA to ../shared/data)"
+    if os.environ.get(REQUIRE_DATA_ENV) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_DATA_ENV}=1 forbids skipping", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "shared_data(*files): needs the shared public measurements (files relative to "
+                   "$PERFCAST_DATA); skipped when absent, failed when PERFCAST_REQUIRE_DATA=1")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("shared_data"):
+        require_shared_data(*mark.args)
 
 
 @pytest.fixture(autouse=True)
@@ -14,16 +56,18 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def resnet18_infer():
-    from perfcast.frontends import GraphRequest, build_graph
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
 
-    return build_graph(GraphRequest("torchvision:resnet18", batch_size=2))
+    return build_graph(Workload.of("torchvision:resnet18", batch_size=2))
 
 
 @pytest.fixture(scope="session")
 def resnet18_train():
-    from perfcast.frontends import GraphRequest, build_graph
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
 
-    return build_graph(GraphRequest("torchvision:resnet18", batch_size=2, mode="train"))
+    return build_graph(Workload.of("torchvision:resnet18", batch_size=2, mode="train"))
 
 
 TINY_MODELS = ("timm:resnet10t", "timm:mobilenetv3_small_100", "timm:vit_tiny_patch16_224",
@@ -36,7 +80,7 @@ def tiny_feature_set(tmp_path_factory):
     six small models at two input sizes, infer + train — real labels (time_ms, memory_mb),
     twelve graphs."""
     from perfcast.datasets import load_local_cpu
-    from perfcast.predictors.data import feature_set
+    from perfcast.labeled.frames import feature_set
 
     store = tmp_path_factory.mktemp("graph-store")
     old = os.environ.get("PERFCAST_GRAPH_STORE")

@@ -27,7 +27,7 @@ def fake_runner(cfg, **kw):
 
 def test_store_roundtrip_and_export(tmp_path):
     store = MeasurementStore(tmp_path / "m.db")
-    cfg = MeasureConfig(model="timm:resnet18", batch_size=2, input_size="3,64,64")
+    cfg = MeasureConfig.of("timm:resnet18", batch_size=2, input_size="3,64,64")
     assert store.add(Measurement(config=cfg, time_ms_median=12.5, n=30))
     assert not store.add(Measurement(config=cfg, time_ms_median=99.0, n=30))  # no duplicate
     df = store.to_dataframe()
@@ -162,10 +162,10 @@ def test_collect_bad_input(tmp_path, capsys):
 def test_worker_failure_becomes_failed_row(tmp_path):
     from perfcast.profiler.runner import run_isolated
 
-    m = run_isolated(MeasureConfig(model="timm:no_such_model_xyz"), warmup=0, iters=1,
+    m = run_isolated(MeasureConfig.of("timm:no_such_model_xyz"), warmup=0, iters=1,
                      timeout_s=120)
     assert m.status == "failed" and "unknown timm model" in m.reason
-    t = run_isolated(MeasureConfig(model=TINY, input_size="3,16,16"), warmup=0, iters=1,
+    t = run_isolated(MeasureConfig.of(TINY, input_size="3,16,16"), warmup=0, iters=1,
                      timeout_s=0.01)
     assert t.status == "timeout"
 
@@ -176,7 +176,7 @@ def test_cuda_measurement_paths():
     """CUDA events, max_memory_allocated/reserved, NVML memory and energy (GPU machines only)."""
     from perfcast.profiler.measure import measure
 
-    m = measure(MeasureConfig(model=TINY, input_size="3,32,32", device="rtx4090", mode="train"),
+    m = measure(MeasureConfig.of(TINY, input_size="3,32,32", device="rtx4090", mode="train"),
                 warmup=1, iters=3, device="cuda")
     assert m.time_ms_median > 0 and m.cuda_max_allocated_mb > 0 and m.cuda_max_reserved_mb > 0
     assert m.nvml_used_mb is None or m.nvml_used_mb > 0

@@ -40,13 +40,14 @@ def _signature(g: ModelGraph):
 def test_symbolic_batch_graphs_equal_one_trace_per_batch():
     """One symbolic-batch export gives, at every batch, the graph a trace at that batch gives —
     CNN (conv/bn/pool), ViT (class token expanded to the batch, attention) and a pure MLP."""
-    from perfcast.frontends import GraphRequest, build_graph, timm_graphs_for_batches
+    from perfcast.frontends import build_graph, build_graphs
+    from perfcast.workload import Workload
 
     for name, size in (("resnet10t", 64), ("vit_tiny_patch16_224", 64), ("mixer_s32_224", 64)):
-        graphs = timm_graphs_for_batches(name, (3, size, size), [2, 5, 32])
+        graphs = build_graphs(Workload.of(f"timm:{name}", input_size=size), [2, 5, 32])
         assert sorted(graphs) == [2, 5, 32]
         for b, g in graphs.items():
-            ref = build_graph(GraphRequest(spec=f"timm:{name}", batch_size=b,
+            ref = build_graph(Workload.of(f"timm:{name}", batch_size=b,
                                            input_size=(3, size, size)))
             assert _signature(g) == _signature(ref), (name, b)
         assert graphs[32].activation_bytes > graphs[2].activation_bytes
@@ -56,10 +57,11 @@ def test_symbolic_batch_rejects_batch_one():
     import pytest
 
     from perfcast.errors import TraceError
-    from perfcast.frontends import timm_graphs_for_batches
+    from perfcast.frontends import build_graphs
+    from perfcast.workload import Workload
 
     with pytest.raises(TraceError, match=">= 2"):
-        timm_graphs_for_batches("resnet10t", (3, 64, 64), [1, 4])
+        build_graphs(Workload.of("timm:resnet10t", input_size=64), [1, 4])
 
 
 def test_corpus_batch_sweep_uses_one_trace(tmp_path, capsys):

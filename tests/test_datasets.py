@@ -14,14 +14,14 @@ from perfcast.datasets import (
     ENV_VAR,
     attach_graph_keys,
     default_data_dir,
-    graph_request,
+    record_workload,
     load_all,
     load_gpumemnet,
     load_timm_benchmarks,
     load_torchvision_benchmark,
 )
 from perfcast.errors import PerfcastError
-from perfcast.frontends import GraphRequest
+from perfcast.workload import Workload
 
 DATA = default_data_dir()
 TIMM = DATA / "timm-benchmarks"
@@ -32,9 +32,8 @@ CPU_I7 = "benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv"
 GPUMEM = "gpumemnet-timm-train-memory-a100.csv"
 TV = "pytorch-gpu-benchmark-torchvision.csv"
 
-needs_data = pytest.mark.skipif(
-    not (DATA.is_dir() and (TIMM / TRAIN).is_file() and (DATA / GPUMEM).is_file() and (DATA / TV).is_file()),
-    reason=f"shared measurement data not found at {DATA} (set {ENV_VAR} to ../shared/data)")
+# skipped without the shared data, failed with PERFCAST_REQUIRE_DATA=1 (tests/conftest.py)
+needs_data = pytest.mark.shared_data(f"timm-benchmarks/{TRAIN}", GPUMEM, TV)
 
 
 def _csv_rows(path: Path) -> list[dict[str, str]]:
@@ -234,13 +233,13 @@ def test_report_counts_add_up():
 
 # --------------------------------------------------------------------------- joining to graphs
 @needs_data
-def test_graph_request_and_keys(timm_df, tv_df):
+def test_record_workload_and_keys(timm_df, tv_df):
     rec = _record(timm_df, TRAIN, 0)
-    req = graph_request(rec)
-    assert req == GraphRequest("timm:tinynet_e", batch_size=512, input_size=(3, 106, 106),
-                               mode="train", precision="amp", optimizer="sgd-momentum")
+    w = record_workload(rec)
+    assert w == Workload.of("timm:tinynet_e", batch_size=512, input_size=(3, 106, 106),
+                           mode="train", precision="amp", optimizer="sgd-momentum")
     with pytest.raises(PerfcastError, match="fp64"):
-        graph_request(_record(tv_df, TV, 0))
+        record_workload(_record(tv_df, TV, 0))
     keyed = attach_graph_keys(tv_df)
     assert keyed.loc[keyed["precision"] == "fp64", "graph_key"].isna().all()
     keys = keyed.loc[keyed["precision"] != "fp64", "graph_key"]
@@ -272,6 +271,35 @@ def test_data_dir_override_argument_and_env(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     assert default_data_dir() == tmp_path
     assert load_gpumemnet().attrs["report"].rows_in == 6
+
+
+def test_paths_defaults_and_overrides(tmp_path, monkeypatch):
+    from perfcast import paths
+
+    for var in ("PERFCAST_DATA_HOME", "PERFCAST_DATA", "PERFCAST_DATASETS", "PERFCAST_CACHE_DIR",
+                "PERFCAST_GRAPH_STORE", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home = tmp_path / ".local" / "share" / "perfcast"
+    assert paths.data_home() == home and not home.exists()  # never created on read
+    assert default_data_dir() == paths.public_data_dir() == home / "public"
+    assert paths.local_cpu_db() == home / "datasets" / "cpu" / "measurements.db"
+    assert paths.cache_dir() == tmp_path / ".cache" / "perfcast" / "graphs"
+    assert paths.graph_store_dir() == tmp_path / ".cache" / "perfcast" / "labeled"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdgc"))
+    assert paths.public_data_dir() == tmp_path / "xdg" / "perfcast" / "public"
+    assert paths.cache_dir() == tmp_path / "xdgc" / "perfcast" / "graphs"
+    monkeypatch.setenv("PERFCAST_DATA_HOME", str(tmp_path / "dh"))
+    assert paths.local_datasets_dir() == tmp_path / "dh" / "datasets"
+    for var, fn in (("PERFCAST_DATA", paths.public_data_dir),
+                    ("PERFCAST_DATASETS", paths.local_datasets_dir),
+                    ("PERFCAST_CACHE_DIR", paths.cache_dir),
+                    ("PERFCAST_GRAPH_STORE", paths.graph_store_dir)):
+        monkeypatch.setenv(var, str(tmp_path / var))
+        assert fn() == tmp_path / var
+    assert paths.package_data("paths.py") == Path(paths.__file__).resolve()
+    assert paths.package_data().is_dir()
 
 
 def test_missing_dir_and_file_errors(tmp_path, monkeypatch):

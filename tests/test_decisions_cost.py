@@ -6,9 +6,9 @@ import math
 import pytest
 
 from perfcast.api import DEFAULT_BATCH, Prediction
-from perfcast.decisions import cost
-from perfcast.decisions.cost import (CostEstimate, carbon_intensity, estimate_cost, load_carbon,
-                                     load_prices, price_for)
+from perfcast.decisions import tables
+from perfcast.decisions.cost import CostEstimate, estimate_cost
+from perfcast.decisions.tables import carbon_intensity, load_carbon, load_prices, price_for
 from perfcast.devices import get_device, list_devices
 from perfcast.errors import PerfcastError
 
@@ -224,13 +224,13 @@ def test_to_dict_is_json_serialisable():
 def test_predicted_energy_is_used(monkeypatch):
     import perfcast.api
 
-    def fake_predict(model, **kw):
-        return Prediction(model=model, device=kw["device"], mode=kw["mode"], precision="fp32",
-                          batch_size=kw["batch_size"], time_ms=200.0, energy_j=40.0,
+    def fake_predict(w, dev, **opts):
+        return Prediction(model=w.spec, device=dev.key, mode=w.mode, precision="fp32",
+                          batch_size=w.batch_size, time_ms=200.0, energy_j=40.0,
                           power_w=200.0, predictor={"time_ms": "xgboost", "energy_j": "mlp"},
                           notes=["from the fake"])
 
-    monkeypatch.setattr(perfcast.api, "predict", fake_predict)
+    monkeypatch.setattr(perfcast.api, "predict_workload", fake_predict)
     e = estimate_cost("timm:whatever", device="a100-40gb", iterations=18_000, region="FRA")
     assert e.hours == pytest.approx(1.0) and e.sources["time"] == "predicted (xgboost)"
     assert e.energy_kwh == pytest.approx(40 * 18_000 / 3.6e6)
@@ -253,10 +253,10 @@ def test_end_to_end_through_predict():
 
 
 def test_shipped_tables_are_documented():
-    doc = json.loads(cost.PRICES_FILE.read_text())
+    doc = json.loads(tables.PRICES_FILE.read_text())
     assert {"description", "units", "note", "sources", "prices"} <= set(doc)
     assert "--price-per-hour" in doc["note"] and "PERFCAST_PRICES" in doc["note"]
-    c = json.loads(cost.CARBON_FILE.read_text())
+    c = json.loads(tables.CARBON_FILE.read_text())
     assert {"source", "generated_by", "license", "as_of", "countries", "regions"} <= set(c)
     assert "MIT" in c["license"] and "codecarbon==3.3.2" in c["generated_by"]
     assert len(c["countries"]) > 200 and all(r["source"] for r in c["regions"])

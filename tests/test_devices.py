@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from perfcast.devices import (
@@ -20,7 +19,6 @@ from perfcast.devices import (
 )
 from perfcast.devices import registry as reg
 from perfcast.errors import PerfcastError
-from perfcast.features.device import DEVICE_FEATURES, device_vector
 
 REQUIRED_KEYS = [
     "a100-40gb", "a100-80gb", "a100-40gb-pcie", "a100-80gb-pcie", "h100-sxm", "h100-pcie",
@@ -208,25 +206,6 @@ def test_local_cpu_from_fake_files(tmp_path):
     assert cpu.l2_mb == pytest.approx(30.0)
     assert cpu.peak_fp32_tflops == pytest.approx(cpu.cores * 3.0 * 32 / 1000, rel=1e-3)
     assert "32 FLOPs/cycle" in cpu.notes
-
-
-def test_device_vector():
-    assert len(DEVICE_FEATURES) == len(set(DEVICE_FEATURES))
-    for d in list_devices():
-        v = device_vector(d)
-        assert v.dtype == np.float32
-        assert v.shape == (len(DEVICE_FEATURES),)
-        assert np.all(np.isfinite(v))
-    idx = {n: i for i, n in enumerate(DEVICE_FEATURES)}
-    g = device_vector(get_device("a100-40gb"))
-    assert g[idx["is_gpu"]] == 1 and g[idx["bandwidth_unknown"]] == 0
-    assert g[idx["log1p_bandwidth_gbs"]] == pytest.approx(np.log1p(1555), rel=1e-6)
-    c = device_vector(local_cpu())
-    assert c[idx["is_gpu"]] == 0 and c[idx["bandwidth_unknown"]] == 1 and c[idx["tdp_unknown"]] == 1
-    assert c[idx["log1p_bandwidth_gbs"]] == 0
-    # fp16 falls back to fp32 for devices without tensor cores
-    x = device_vector(get_device("titan-xp"))
-    assert x[idx["log1p_peak_fp16_tflops"]] == x[idx["log1p_peak_fp32_tflops"]]
 
 
 def test_register_device():

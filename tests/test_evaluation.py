@@ -27,7 +27,7 @@ from perfcast.evaluation import (
 from perfcast.evaluation.splits import check_disjoint, family_folds
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import Predictor
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 
 # -- a tiny predictor, registered under a test-only name -------------------------------------------
@@ -235,11 +235,10 @@ def test_task_registry():
     assert any(p.mape == 1.9 for p in get_task("b").published)
 
 
+@pytest.mark.shared_data("gpumemnet-timm-train-memory-a100.csv")
 def test_task_selection_counts():
-    from perfcast.datasets import default_data_dir, load_all
+    from perfcast.datasets import load_all
 
-    if not (default_data_dir() / "gpumemnet-timm-train-memory-a100.csv").is_file():
-        pytest.skip("shared measurement data not found")
     df = load_all()
     for name, task in TASKS.items():
         if task.loader != "all":

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from perfcast import ops
-from perfcast.cache import cache_dir, cache_key, get_graph
+from perfcast.cache import cache_dir, get_graph
 from perfcast.errors import PerfcastError
-from perfcast.features import (EDGE_FEATURES, NODE_FEATURES, STATIC_FEATURES, TRAPPM_NODE_DIM,
-                               edge_matrix, node_matrix, static_vector, to_pyg)
-from perfcast.frontends import GraphRequest
+from perfcast.features import (EDGE_FEATURES, NODE_FEATURES, STATIC_NAMES, TRAPPM_NODE_DIM,
+                               GraphSummary, edge_matrix, node_matrix, static_features, to_pyg)
+from perfcast.workload import Workload
 from perfcast.graph import ModelGraph
 
 
@@ -38,9 +38,9 @@ def test_load_errors(tmp_path):
 
 
 def test_cache_hit_is_fast_and_identical():
-    req = GraphRequest("torchvision:resnet18", batch_size=2)
+    req = Workload.of("torchvision:resnet18", batch_size=2)
     g1 = get_graph(req)
-    assert (cache_dir() / f"{cache_key(req)}.npz").exists()
+    assert (cache_dir() / f"{req.key()}.npz").exists()
     t = time.perf_counter()
     g2 = get_graph(req)
     assert time.perf_counter() - t < 0.5  # the benchmark records the real figure (~ms)
@@ -48,23 +48,23 @@ def test_cache_hit_is_fast_and_identical():
 
 
 def test_cache_key_distinguishes_requests():
-    base = GraphRequest("timm:resnet50")
-    keys = {cache_key(base), cache_key(GraphRequest("timm:resnet50", batch_size=2)),
-            cache_key(GraphRequest("timm:resnet50", mode="train")),
-            cache_key(GraphRequest("timm:resnet50", precision="amp")),
-            cache_key(GraphRequest("timm:resnet50", input_size=(3, 160, 160)))}
+    base = Workload.of("timm:resnet50")
+    keys = {base.key(), Workload.of("timm:resnet50", batch_size=2).key(),
+            Workload.of("timm:resnet50", mode="train").key(),
+            Workload.of("timm:resnet50", precision="amp").key(),
+            Workload.of("timm:resnet50", input_size=(3, 160, 160)).key()}
     assert len(keys) == 5
-    assert cache_key(GraphRequest("timm:resnet50")) == cache_key(base)
+    assert Workload.of("timm:resnet50").key() == base.key()
 
 
 def test_corrupt_cache_entry_is_rebuilt():
-    req = GraphRequest("torchvision:resnet18")
+    req = Workload.of("torchvision:resnet18")
     g = get_graph(req)
-    (cache_dir() / f"{cache_key(req)}.npz").write_bytes(b"garbage")
+    (cache_dir() / f"{req.key()}.npz").write_bytes(b"garbage")
     assert get_graph(req).summary() == g.summary()
 
 
-def test_feature_shapes_and_layout(resnet18_train):
+def test_feature_shapes_and_layout(resnet18_train, resnet18_infer):
     g = resnet18_train
     x = node_matrix(g)
     assert x.shape == (g.num_nodes, len(NODE_FEATURES)) and x.dtype == np.float32
@@ -75,20 +75,32 @@ def test_feature_shapes_and_layout(resnet18_train):
     ei, ea = edge_matrix(g, bandwidth_gbs=1555.0)
     assert ei.shape == (2, g.num_edges) and ea.shape == (g.num_edges, len(EDGE_FEATURES))
     assert ea[:, 1].sum() == sum(e.kind == "backward" for e in g.edges)
-    s = static_vector(g)
-    assert s.shape == (len(STATIC_FEATURES),)
-    assert s[STATIC_FEATURES.index("log1p_conv_count")] == pytest.approx(np.log1p(20))
-    assert s[STATIC_FEATURES.index("is_train")] == 1.0
+    # record level: the forward graph (batch 2) rescaled to a training record at batch 8
+    summary = GraphSummary.of(resnet18_infer)
+    w = Workload.of("torchvision:resnet18", batch_size=8, mode="train", precision="amp",
+                    optimizer="adam")
+    s = static_features(summary, w, memsim_mb=100.0)
+    assert s.shape == (len(STATIC_NAMES),) and s.dtype == np.float32
+    col = {n: s[i] for i, n in enumerate(STATIC_NAMES)}
+    assert col["log1p_conv_count"] == pytest.approx(np.log1p(20))
+    assert col["log1p_macs"] == pytest.approx(np.log1p(resnet18_infer.macs * 8 / 2), rel=1e-6)
+    assert col["log1p_params"] == pytest.approx(np.log1p(resnet18_infer.params), rel=1e-6)
+    assert col["mode=train"] == 1.0 and col["precision=amp"] == 1.0 and col["optimizer=adam"] == 1
+    assert col["precision=fp32"] == 0.0 and col["optimizer=sgd"] == 0.0
+    assert col["log1p_memsim_mb"] == pytest.approx(np.log1p(100.0)) and col["has_memsim"] == 1
+    # a record that does not say which optimizer: one-hot all zero ("unknown")
+    unknown = static_features(summary, w.replace(optimizer=None))
+    assert not any(unknown[STATIC_NAMES.index(f"optimizer={o}")] for o in
+                   ("sgd", "sgd-momentum", "adam", "adamw"))
 
 
 def test_to_pyg(resnet18_infer):
     from perfcast.devices import get_device
-    from perfcast.features.device import DEVICE_FEATURES
 
     d = to_pyg(resnet18_infer, get_device("a100-40gb"), y={"time_ms": 3.5, "memory_mb": 900})
     assert d.num_nodes == resnet18_infer.num_nodes
     assert d.edge_index.shape[1] == resnet18_infer.num_edges
-    assert d.static.shape == (1, len(STATIC_FEATURES))
-    assert d.device_x.shape == (1, len(DEVICE_FEATURES))
+    assert not hasattr(d, "static") or d.static is None  # record statics: FeatureSet.static
+    assert d.edge_attr[:, 3].unique().tolist() == [pytest.approx(np.log1p(1555.0))]
     assert d.y.tolist() == [[3.5, 900.0]] and d.y_names == ["time_ms", "memory_mb"]
     assert d.edge_index.max() < d.num_nodes

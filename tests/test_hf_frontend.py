@@ -13,8 +13,8 @@ pytest.importorskip("transformers")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 from perfcast.errors import ModelSpecError  # noqa: E402
-from perfcast.frontends import hf  # noqa: E402
-from perfcast.frontends.hf import (  # noqa: E402
+from perfcast.zoo import hf  # noqa: E402
+from perfcast.zoo.hf import (  # noqa: E402
     HFWrapper,
     build_hf_model,
     hf_example_inputs,

@@ -1,10 +1,23 @@
-"""The project's own CPU dataset (datasets/cpu/) loads through perfcast.datasets."""
+"""The project's own CPU dataset (datasets/cpu/, part of the checkout; tests/conftest.py sets
+PERFCAST_DATASETS to it) loads through perfcast.datasets."""
 
 import pytest
 
-from perfcast.datasets import LOCAL_CPU_DB, load_local_cpu, load_measurements
+from perfcast.datasets import load_local_cpu, load_measurements, local_cpu_db
+from perfcast.errors import PerfcastError
 
-pytestmark = pytest.mark.skipif(not LOCAL_CPU_DB.exists(), reason="datasets/cpu not in this checkout")
+
+def test_local_cpu_db_is_the_checkouts_dataset():
+    assert local_cpu_db().is_file()
+
+
+def test_missing_local_dataset_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFCAST_DATASETS", str(tmp_path))
+    assert local_cpu_db() == tmp_path / "cpu" / "measurements.db"
+    with pytest.raises(PerfcastError) as exc:
+        load_local_cpu()
+    msg = str(exc.value)
+    assert "PERFCAST_DATASETS" in msg and str(local_cpu_db()) in msg and "\n" not in msg
 
 
 def test_local_cpu_dataset_size_and_coverage():
@@ -33,10 +46,10 @@ def test_load_measurements_from_export(tmp_path):
     from perfcast.store import Measurement, MeasureConfig, MeasurementStore
 
     store = MeasurementStore(tmp_path / "m.db")
-    store.add(Measurement(config=MeasureConfig(model="timm:resnet18", batch_size=2,
+    store.add(Measurement(config=MeasureConfig.of("timm:resnet18", batch_size=2,
                                                input_size="3,64,64"), time_ms_median=5.0,
                           peak_tensor_mb=40.0))
-    store.add(Measurement(config=MeasureConfig(model="timm:resnet18", batch_size=512,
+    store.add(Measurement(config=MeasureConfig.of("timm:resnet18", batch_size=512,
                                                input_size="3,64,64"), status="oom",
                           reason="out of memory"))
     store.export(tmp_path / "m.parquet")

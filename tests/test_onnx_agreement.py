@@ -1,5 +1,5 @@
 """The same model through the PyTorch and the ONNX frontends: equal op counts modulo the
-documented decompositions (``perfcast.frontends.agreement``) and total MACs within 2 %.
+documented decompositions (``benchmarks/onnx_agreement.py``) and total MACs within 2 %.
 
 The whole-zoo check is ``benchmarks/check_onnx_agreement.py``; these are the fast cases.
 """
@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
 from perfcast import ops as _ops
-from perfcast.frontends.agreement import (DOCUMENTED_DECOMPOSITIONS, GROUP_OF, PLUMBING_GROUPS,
-                                          RULES, compare_graphs, comparison_group,
-                                          format_comparison)
 from perfcast.graph import Edge, GraphMeta, ModelGraph, Node
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from onnx_agreement import (DOCUMENTED_DECOMPOSITIONS, GROUP_OF, PLUMBING_GROUPS,  # noqa: E402
+                            RULES, compare_graphs, comparison_group, format_comparison)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxscript")
@@ -39,7 +41,7 @@ def _export(model: nn.Module, x, path: Path, opset: int = 23) -> Path:
 
 def _both(factory, shape, tmp_path: Path, opset: int = 23) -> dict:
     """Export ``factory()`` on CPU, trace a fresh meta instance, compare the two graphs."""
-    from perfcast.frontends.onnx_frontend import graph_from_onnx
+    from perfcast.frontends.onnx import graph_from_onnx
     from perfcast.frontends.torch_frontend import graph_from_module
 
     torch.manual_seed(0)
@@ -143,12 +145,13 @@ def test_tiny_transformer_block_opset18_decompositions(tmp_path: Path) -> None:
 
 def test_resnet18_agrees(tmp_path: Path) -> None:
     torchvision = pytest.importorskip("torchvision")
-    from perfcast.frontends import GraphRequest, build_graph
-    from perfcast.frontends.onnx_frontend import graph_from_onnx
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
+    from perfcast.frontends.onnx import graph_from_onnx
 
     path = _export(torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 224, 224),
                    tmp_path / "resnet18.onnx")
-    res = compare_graphs(build_graph(GraphRequest("torchvision:resnet18", batch_size=1)),
+    res = compare_graphs(build_graph(Workload.of("torchvision:resnet18", batch_size=1)),
                          graph_from_onnx(path, batch_size=1), onnx_model=path)
     _assert_agree(res)
     assert res["rules"]["batchnorm_folding"]["applied"] == 20

@@ -13,44 +13,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from perfcast.errors import ModelSpecError
 from perfcast.flops import conv_macs
-from perfcast.frontends.onnx_frontend import ONNX_OP_MAP, graph_from_onnx, map_op_type
+from perfcast.frontends.onnx import ONNX_OP_MAP, graph_from_onnx, map_op_type
 from perfcast.graph import ModelGraph
-
-OPSET = 17
-F32 = TensorProto.FLOAT
-
-
-def _init(name: str, shape: tuple[int, ...], dtype=np.float32) -> TensorProto:
-    rng = np.random.default_rng(0)
-    return numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name)
-
-
-def _save(graph: onnx.GraphProto, path: Path, opsets: dict[str, int] | None = None,
-          **save_kwargs) -> Path:
-    imports = [helper.make_opsetid("", OPSET)]
-    imports += [helper.make_opsetid(d, v) for d, v in (opsets or {}).items()]
-    model = helper.make_model(graph, opset_imports=imports, producer_name="perfcast-tests")
-    onnx.save_model(model, str(path), **save_kwargs)
-    return path
-
-
-def _cnn_graph(batch: str | int = "N") -> onnx.GraphProto:
-    """Conv(3->4, 3x3, pad 1, bias), Relu, MaxPool 2, GlobalAveragePool, Flatten, Gemm(4->10)."""
-    nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3],
-                         pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
-        helper.make_node("Flatten", ["g"], ["f"], name="flatten", axis=1),
-        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
-    ]
-    return helper.make_graph(
-        nodes, "cnn",
-        [helper.make_tensor_value_info("x", F32, [batch, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", F32, [batch, 10])],
-        [_init("w", (4, 3, 3, 3)), _init("b", (4,)), _init("fc_w", (10, 4)), _init("fc_b", (10,))])
-
+from tests.helpers import F32, OPSET
+from tests.helpers import cnn_graph as _cnn_graph
+from tests.helpers import init_tensor as _init
+from tests.helpers import save_onnx as _save
 
 # per-sample MACs: conv 4*8*8 outputs x 3*3*3 = 6912; gemm 10 x 4 = 40
 CNN_CONV_MACS = 4 * 8 * 8 * 27

@@ -13,7 +13,7 @@ import pytest
 
 import perfcast
 from perfcast.predictors import create_predictor, load_predictor
-from perfcast.predictors.train import write_manifest
+from perfcast.training.trainer import write_manifest
 
 KEYS = {"model", "device", "mode", "precision", "batch_size", "time_ms",
         "throughput_samples_per_s", "memory_mb", "energy_j", "power_w", "predictor", "trained_on",
@@ -40,6 +40,29 @@ def use_shipped(shipped, monkeypatch):
     return shipped
 
 
+def _one_record(spec, device, batch_size, input_size, mode="infer", precision="fp32"):
+    """The one-record FeatureSet perfcast.predict feeds a shipped model (see perfcast/api.py):
+    the forward fp32 graph at the reference batch, static features at ``batch_size``; no
+    memory simulation (the entry's ``memsim`` is false)."""
+    import pandas as pd
+
+    from perfcast.cache import get_graph
+    from perfcast.features.records import (TARGETS, FeatureSet, GraphSummary, graph_data,
+                                           learning_workload, static_features)
+    from perfcast.workload import Workload
+
+    w = Workload.of(spec, batch_size=batch_size, input_size=input_size, mode=mode,
+                    precision=precision)
+    graph = get_graph(learning_workload(w))
+    summary = GraphSummary.of(graph)
+    static = static_features(summary, w, None)
+    rows = pd.DataFrame([{"model": spec, "family": "", "device": device, "mode": mode,
+                          "precision": precision, "batch_size": batch_size, "optimizer": None}])
+    return FeatureSet(rows=rows, static=static[None, :], graph_index=np.zeros(1, np.int64),
+                      graphs=[graph_data(graph)], y=np.full((1, len(TARGETS)), np.nan),
+                      summaries=[summary])
+
+
 def test_predict_learned(use_shipped):
     p = perfcast.predict("timm:resnet10t", device="cpu", batch_size=4, input_size="3,64,64")
     d = p.to_dict()
@@ -53,6 +76,9 @@ def test_predict_learned(use_shipped):
     # same as running the shipped model on the record by hand
     pred = load_predictor(use_shipped / "cpu-fp32")
     assert pred.targets_ == ["time_ms", "memory_mb"]
+    values = pred.predict(_one_record(p.model, p.device, 4, (3, 64, 64)))
+    assert p.time_ms == float(values[0, pred.targets_.index("time_ms")])
+    assert p.memory_mb == float(values[0, pred.targets_.index("memory_mb")])
     # batch size reaches the model: larger batch, more time
     p8 = perfcast.predict("timm:resnet10t", device="cpu", batch_size=32, input_size="3,64,64")
     assert p8.time_ms > p.time_ms
@@ -79,9 +105,9 @@ def test_predict_explicit_roofline_and_unknown_predictor(use_shipped):
 
 
 def test_predict_onnx_and_module(use_shipped, tmp_path):
-    from tests.test_onnx_frontend import _cnn_graph, _save
+    from tests.helpers import cnn_graph, save_onnx
 
-    path = _save(_cnn_graph(), tmp_path / "cnn.onnx")
+    path = save_onnx(cnn_graph(), tmp_path / "cnn.onnx")
     p = perfcast.predict(str(path), device="cpu", batch_size=4)
     assert p.time_ms > 0 and p.predictor["time_ms"] == "xgboost"
     assert p.input_size == [3, 8, 8]
@@ -155,8 +181,8 @@ def test_train_data_and_fine_tune(use_shipped, tiny_feature_set, tmp_path):
 
 def test_train_recipe(tmp_path, monkeypatch, tiny_feature_set):
     """A recipe entry trains on all its records and writes a manifest predict can use."""
-    from perfcast.predictors import shipped as S
-    from perfcast.predictors.train import train_recipe
+    from perfcast.training import shipped as S
+    from perfcast.training.trainer import train_recipe
 
     recipe = {"name": "t", "entries": [
         {"id": "cpu-fp32", "loader": "local_cpu", "sources": ["measurements.db"],
@@ -189,18 +215,19 @@ def test_overlapped_simulation_matches_inline(use_shipped):
         assert fork.predictor["memory_mb"] == "simulation"
         assert fork.memory_mb == pytest.approx(inline.memory_mb)
         assert fork.time_ms == pytest.approx(inline.time_ms)
-    from perfcast.predictors.data import MemsimCache
+    from perfcast.memory.cache import MemsimCache
+    from perfcast.workload import Workload
 
-    assert MemsimCache().contains({"model": "timm:resnet10t", "mode": "infer", "batch_size": 2,
-                                   "input_size": "3,64,64", "precision": "fp32"})
+    assert MemsimCache().contains(Workload.of("timm:resnet10t", batch_size=2,
+                                              input_size="3,64,64"))
 
 
 def test_simulation_job_reports_errors():
     from perfcast.errors import PerfcastError
-    from perfcast.predictors.data import SimulationJob
+    from perfcast.memory.cache import SimulationJob
+    from perfcast.workload import Workload
 
-    job = SimulationJob.start({"model": "timm:no_such_net_xyz", "mode": "infer", "batch_size": 1,
-                               "input_size": None, "precision": "fp32"})
+    job = SimulationJob.start(Workload.of("timm:no_such_net_xyz", batch_size=1))
     assert job is not None
     with pytest.raises(PerfcastError, match="no_such_net_xyz"):
         job.result()

@@ -33,7 +33,7 @@ def test_fit_save_load_predict_identically(name, tiny_feature_set, tmp_path):
     assert not hasattr(pred, "targets_")  # __init__ stores hyper-parameters only
     fs = tiny_feature_set
     if name == "memsim":  # reads the tensor-memory simulation: a set that carries it
-        from perfcast.predictors.data import feature_set
+        from perfcast.labeled.frames import feature_set
 
         with pytest.raises(PerfcastError, match="simulation"):
             create_predictor(name).fit(fs)

@@ -58,7 +58,7 @@ def test_recalibrate_few_records_is_a_pure_scale(tiny_feature_set):
 @pytest.mark.parametrize("recipe", ["recalibrate", "finetune", "scratch", "auto"])
 def test_fine_tune_transfer_recipes(tiny_feature_set, tmp_path, recipe):
     from perfcast.predictors import create_predictor, load_predictor
-    from perfcast.predictors.train import fine_tune
+    from perfcast.training.trainer import fine_tune
 
     fs = tiny_feature_set
     src = create_predictor("mlp", **FAST).fit(fs, targets=["time_ms"])
@@ -79,7 +79,7 @@ def test_fine_tune_transfer_recipes(tiny_feature_set, tmp_path, recipe):
 
 def test_fine_tune_auto_scores_both_on_held_out_models(tiny_feature_set, tmp_path, monkeypatch):
     from perfcast.predictors import create_predictor
-    from perfcast.predictors import train as T
+    from perfcast.training import trainer as T
 
     monkeypatch.setattr(T, "AUTO_MIN_MODELS", 4)
     fs = tiny_feature_set

@@ -31,27 +31,25 @@ def _one_thread():
 def corpus_dir(tmp_path_factory):
     """Six tiny timm graphs (five infer at 64 px batch 1, one training graph) and one failure."""
     import csv
-
-    from perfcast.cache import cache_key
     from perfcast.frontends import build_graph
     from perfcast.store.corpus import INDEX_FIELDS, CorpusItem, build_corpus
 
     out = tmp_path_factory.mktemp("corpus")
-    items = [CorpusItem(m, m.split(":")[1], 1, 64) for m in
+    items = [CorpusItem.of(m, m.split(":")[1], 1, 64) for m in
              ("timm:resnet10t", "timm:mobilenetv3_small_050", "timm:lcnet_050",
               "timm:regnetx_002", "timm:mnasnet_small")]
-    items.append(CorpusItem("timm:no_such_model_here", "none", 1, 64))
+    items.append(CorpusItem.of("timm:no_such_model_here", "none", 1, 64))
     counts = build_corpus(items, out, workers=1)
     assert counts["ok"] == 5 and counts["failed"] == 1, (out / "index.csv").read_text()
     # the training graph is built in this process: build_corpus forks its workers, and a forked
     # child cannot run autograd once the parent has (earlier tests in the same session)
-    item = CorpusItem("timm:resnet10t", "resnet", 2, 64, "train")
-    key = cache_key(item.request())
-    g = build_graph(item.request())
+    item = CorpusItem.of("timm:resnet10t", "resnet", 2, 64, "train")
+    key = item.key()
+    g = build_graph(item.workload)
     g.save(out / "graphs" / f"{key}.npz")
     with open(out / "index.csv", "a", newline="") as f:
         csv.DictWriter(f, INDEX_FIELDS, extrasaction="ignore").writerow(
-            {"key": key, "model": item.model, "family": item.family, "batch_size": 2,
+            {"key": key, "model": item.workload.spec, "family": item.family, "batch_size": 2,
              "input_size": 64, "mode": "train", "precision": "fp32", "nodes": g.num_nodes,
              "edges": g.num_edges, "status": "ok"})
     return out
@@ -79,7 +77,7 @@ def test_load_corpus_matches_graph_data(corpus_dir, graphs, tmp_path):
     import torch
 
     from perfcast.graph import ModelGraph
-    from perfcast.predictors.features import graph_data
+    from perfcast.features.records import graph_data
     from perfcast.pretrain import load_corpus, node_stats
 
     rows = [r for r in csv.DictReader(open(corpus_dir / "index.csv")) if r["status"] == "ok"]
@@ -105,7 +103,7 @@ def test_load_corpus_matches_graph_data(corpus_dir, graphs, tmp_path):
 
 
 def test_gae_pretraining_learns_and_checkpoints(gae_dir, graphs):
-    from perfcast.predictors.features import FEATURE_LAYOUT_VERSION
+    from perfcast.features.records import FEATURE_LAYOUT_VERSION
     from perfcast.pretrain import load_encoder
     from perfcast.pretrain.checkpoint import collate, message_edges
 
@@ -280,7 +278,7 @@ def test_cli_pretrain(corpus_dir, tmp_path, capsys):
 
 def test_shipped_encoder_is_the_default(tiny_feature_set):
     """The corpus encoder ships with the package (TraPPM's GAE, c = 128) and is trappm's default."""
-    from perfcast.features.encode import FEATURE_LAYOUT_VERSION
+    from perfcast.features.encode import GRAPH_LAYOUT_VERSION as FEATURE_LAYOUT_VERSION
     from perfcast.predictors import create_predictor
     from perfcast.pretrain import load_encoder
     from perfcast.pretrain.checkpoint import shipped_encoder_dir

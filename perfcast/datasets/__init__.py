@@ -1,9 +1,9 @@
 """Public measurements as labeled datasets, joined to perfcast graphs.
 
-Loaders read the shared measurement files (``$PERFCAST_DATA``, else ``<repo>/../shared/data``,
-or ``data_dir=``) in place — never copy them — and return one pandas DataFrame schema. Each
-frame carries ``df.attrs["report"]``, a :class:`LoadReport` (rows in, examples out, drop reasons;
-``.parts`` per file, ``.to_markdown()``).
+Loaders read the shared measurement files (``data_dir=``, else ``$PERFCAST_DATA``, else
+``<data home>/public``: see :mod:`perfcast.paths`) in place — never copy them — and return one
+pandas DataFrame schema. Each frame carries ``df.attrs["report"]``, a :class:`LoadReport` (rows
+in, examples out, drop reasons; ``.parts`` per file, ``.to_markdown()``).
 
     load_timm_benchmarks(which="all")   timm-benchmarks/benchmark-*.csv (6 files)
     load_gpumemnet()                    gpumemnet-timm-train-memory-a100.csv
@@ -48,8 +48,8 @@ reserve), ``censor_reason``, ``censor_at_mb`` (lower bound for censored rows, Mi
 ``ref_macts_m`` (timm's own counts), ``assumed`` (fields not documented by the source, filled by
 assumption; see each loader), ``upstream_source``.
 
-Joining: :func:`graph_request` gives the :class:`~perfcast.frontends.GraphRequest` of a record;
-:func:`attach_graph_keys` adds ``graph_key`` (:func:`perfcast.cache.cache_key`) without
+Joining: :func:`record_workload` gives the :class:`~perfcast.workload.Workload` of a record;
+:func:`attach_graph_keys` adds ``graph_key`` (:meth:`~perfcast.workload.Workload.key`) without
 building graphs.
 """
 
@@ -70,16 +70,18 @@ from perfcast.datasets._base import (
     with_report,
 )
 from perfcast.datasets.gpumemnet import load_gpumemnet
-from perfcast.datasets.join import attach_graph_keys, graph_request
-from perfcast.datasets.local import LOCAL_CPU_DB, load_local_cpu, load_measurements
+from perfcast.datasets.join import attach_graph_keys, record_workload
+from perfcast.datasets.local import (family_of, load_labeled, load_local_cpu, load_measurements,
+                                     local_cpu_db)
 from perfcast.datasets.timm_bench import load_timm_benchmarks, timm_files
 from perfcast.datasets.torchvision_bench import load_torchvision_benchmark
 
 __all__ = [
     "COLUMNS", "EXTRA_COLUMNS", "ENV_VAR", "LoadReport", "default_data_dir", "resolve_data_dir",
     "load_timm_benchmarks", "load_gpumemnet", "load_torchvision_benchmark", "load_all",
-    "timm_files", "graph_request", "attach_graph_keys", "load_local_cpu", "load_measurements",
-    "LOCAL_CPU_DB",
+    "timm_files", "record_workload", "attach_graph_keys", "load_local_cpu", "load_measurements",
+    "load_labeled", "family_of",
+    "local_cpu_db",
 ]
 
 

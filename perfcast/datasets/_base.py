@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import PerfcastError
+from perfcast.paths import PUBLIC_DATA_ENV, public_data_dir
 
-ENV_VAR = "PERFCAST_DATA"
+ENV_VAR = PUBLIC_DATA_ENV  # "PERFCAST_DATA"
 
 #: The labeled-record schema, in column order (see the package docstring for units).
 COLUMNS: tuple[str, ...] = (
@@ -38,14 +39,13 @@ _BOOL = ("censored", "renamed", "compiled", "suspect")
 
 
 # --------------------------------------------------------------------------- data directory
-def default_data_dir() -> Path:
-    """``$PERFCAST_DATA``, else ``<repo>/../shared/data`` (next to the checkout)."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    import perfcast
+_HOW_TO_SET = f"set {ENV_VAR} to the folder of the shared measurements (see README)"
 
-    return Path(perfcast.__file__).resolve().parents[2] / "shared" / "data"
+
+def default_data_dir() -> Path:
+    """Where the public measurements are read from: :func:`perfcast.paths.public_data_dir`
+    (``$PERFCAST_DATA``, else ``<data home>/public``)."""
+    return public_data_dir()
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
@@ -54,18 +54,18 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
         path, how = Path(data_dir).expanduser(), "data_dir argument"
     else:
         path = default_data_dir()
-        how = f"${ENV_VAR}" if os.environ.get(ENV_VAR) else f"default <repo>/../shared/data; ${ENV_VAR} unset"
+        how = f"${ENV_VAR}" if os.environ.get(ENV_VAR) else f"default; ${ENV_VAR} unset"
     if not path.is_dir():
-        raise PerfcastError(f"measurement data directory not found: {path} ({how}); "
-                            f"set {ENV_VAR} to the shared data directory or pass data_dir=")
+        raise PerfcastError(f"public measurement data not found at {path} ({how}): "
+                            f"{_HOW_TO_SET} or pass data_dir=")
     return path
 
 
 def data_file(data_dir: Path, relative: str) -> Path:
     path = data_dir / relative
     if not path.is_file():
-        raise PerfcastError(f"measurement file not found: {path}; "
-                            f"set {ENV_VAR} to the shared data directory or pass data_dir=")
+        raise PerfcastError(f"public measurement file not found: {path}; "
+                            f"{_HOW_TO_SET} or pass data_dir=")
     return path
 
 

@@ -1,4 +1,5 @@
-"""Join dataset records to perfcast graphs: a :class:`GraphRequest` per record, cheap cache keys."""
+"""Join dataset records to perfcast graphs: the :class:`~perfcast.workload.Workload` each record
+was measured on (:meth:`Workload.from_record`), and cheap graph keys."""
 
 from __future__ import annotations
 
@@ -7,55 +8,22 @@ from collections.abc import Mapping
 import pandas as pd
 
 from perfcast.errors import PerfcastError
-from perfcast.frontends import OPTIMIZERS, PRECISIONS, GraphRequest, parse_input_size
+from perfcast.workload import Workload
 
 
-def _get(row, key, default=None):
-    try:
-        value = row[key]
-    except (KeyError, IndexError):
-        return default
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return default
-    return value
-
-
-def graph_request(row: Mapping | pd.Series) -> GraphRequest:
-    """The :class:`GraphRequest` whose graph a record was measured on.
-
-    Uses ``model``, ``batch_size`` (per device), ``input_size``, ``seq_len``, ``mode``,
-    ``precision`` and, for training, ``optimizer``. Raises :class:`PerfcastError` when perfcast
-    cannot build that graph (e.g. ``fp64``).
-    """
-    spec = _get(row, "model")
-    if not spec:
-        raise PerfcastError("record has no model spec")
-    precision = _get(row, "precision", "fp32")
-    if precision not in PRECISIONS:
-        raise PerfcastError(f"{spec}: precision {precision!r} has no perfcast graph "
-                            f"(graphs are built for {', '.join(PRECISIONS)})")
-    mode = _get(row, "mode", "infer")
-    batch = _get(row, "batch_size")
-    seq = _get(row, "seq_len")
-    optimizer = _get(row, "optimizer")
-    if mode != "train" or optimizer not in OPTIMIZERS:
-        optimizer = GraphRequest.optimizer  # the dataclass default
-    req = GraphRequest(spec=str(spec), batch_size=int(batch) if batch is not None else None,
-                       input_size=parse_input_size(_get(row, "input_size")),
-                       seq_len=int(seq) if seq is not None else None, mode=str(mode),
-                       precision=str(precision), optimizer=optimizer)
-    req.validate()
-    return req
+def record_workload(row: Mapping | pd.Series) -> Workload:
+    """The workload a record was measured on (its own batch, mode, precision and optimizer —
+    not the learning graph's). Raises :class:`PerfcastError` when perfcast has none (e.g.
+    ``fp64``)."""
+    return Workload.from_record(row)
 
 
 _KEY_COLUMNS = ("model", "batch_size", "input_size", "seq_len", "mode", "precision", "optimizer")
 
 
 def attach_graph_keys(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``df`` with ``graph_key`` (:func:`perfcast.cache.cache_key`; NA when the record
-    cannot be joined, e.g. fp64). Builds no graph."""
-    from perfcast.cache import cache_key
-
+    """A copy of ``df`` with ``graph_key`` (:meth:`Workload.key` of the record's own workload;
+    NA when the record cannot be joined, e.g. fp64). Builds no graph."""
     out = df.copy()
     cols = [c for c in _KEY_COLUMNS if c in out.columns]
     keys: dict[tuple, str | None] = {}
@@ -64,7 +32,7 @@ def attach_graph_keys(df: pd.DataFrame) -> pd.DataFrame:
         t = tuple(None if (not isinstance(v, str) and pd.isna(v)) else v for v in row)
         if t not in keys:
             try:
-                keys[t] = cache_key(graph_request(dict(zip(cols, t))))
+                keys[t] = record_workload(dict(zip(cols, t))).key()
             except PerfcastError:
                 keys[t] = None
         return keys[t]

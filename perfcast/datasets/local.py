@@ -2,9 +2,11 @@
 
 ``load_measurements(store)`` turns any measurement store (SQLite file, SQLAlchemy URL, or an
 exported ``.parquet`` / ``.csv``) into the common record schema; ``load_local_cpu()`` loads the
-project's committed CPU dataset (``datasets/cpu/measurements.db`` in a repo checkout). Rows that
-are not training examples are counted in the report: failed runs (OOM/timeout/error — kept in
-the store as the OOM boundary) and re-measurements (``repeat > 0``, used for test-retest).
+project's CPU dataset at :func:`~perfcast.paths.local_cpu_db`
+(``$PERFCAST_DATASETS/cpu/measurements.db``; a repository checkout has it in ``datasets/cpu/``, so
+set ``PERFCAST_DATASETS=datasets``). Rows that are not training examples are counted in the
+report: failed runs (OOM/timeout/error — kept in the store as the OOM boundary) and
+re-measurements (``repeat > 0``, used for test-retest).
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ import pandas as pd
 
 from perfcast.datasets._base import Drops, LoadReport, finalize, with_report
 from perfcast.errors import PerfcastError
-
-#: Where the project's own CPU dataset lives in a repository checkout.
-LOCAL_CPU_DB = Path(__file__).resolve().parents[2] / "datasets" / "cpu" / "measurements.db"
+from perfcast.paths import DATASETS_ENV, local_cpu_db
 
 
 def _read(source: str | os.PathLike) -> tuple[pd.DataFrame, str]:
@@ -40,7 +40,9 @@ def _read(source: str | os.PathLike) -> tuple[pd.DataFrame, str]:
         store.close()
 
 
-def _family(spec: str) -> str | None:
+def family_of(spec: str) -> str | None:
+    """The family a model spec is counted in (timm module, torchvision family, ``hf:<stem>``, or
+    the spec kind)."""
     from perfcast.datasets.names import resolve_timm, resolve_torchvision
 
     kind, _, name = spec.partition(":")
@@ -66,7 +68,7 @@ def load_measurements(source: str | os.PathLike, *, include_repeats: bool = Fals
     drops.mark(raw["time_ms_median"].isna() & raw["peak_tensor_mb"].isna(), "no target value")
     kept = raw[drops.kept]
     rec = pd.DataFrame({
-        "model": kept["model"], "family": [_family(m) for m in kept["model"]],
+        "model": kept["model"], "family": [family_of(m) for m in kept["model"]],
         "device": kept["device"], "mode": kept["mode"], "precision": kept["precision"],
         "batch_size": kept["batch_size"].astype("int64"), "input_size": kept["input_size"],
         "seq_len": kept["seq_len"], "time_ms": kept["time_ms_median"],
@@ -88,11 +90,46 @@ def load_measurements(source: str | os.PathLike, *, include_repeats: bool = Fals
 
 def load_local_cpu(path: str | os.PathLike | None = None, *, include_repeats: bool = False) -> pd.DataFrame:
     """The project's own CPU dataset (measured with ``perfcast collect`` on the dev machine)."""
-    src = Path(path) if path is not None else LOCAL_CPU_DB
+    src = Path(path) if path is not None else local_cpu_db()
     if not src.exists():
-        raise PerfcastError(f"local CPU dataset not found at {src}: it ships in the repository "
-                            f"(datasets/cpu/); pass path= to another store")
+        raise PerfcastError(f"local CPU dataset not found at {src}: set {DATASETS_ENV} to the "
+                            f"folder of perfcast's datasets (datasets/ in the repository, see "
+                            f"README) or pass path= to another store")
     return load_measurements(src, include_repeats=include_repeats)
 
 
-__all__ = ["LOCAL_CPU_DB", "load_local_cpu", "load_measurements"]
+__all__ = ["load_local_cpu", "load_measurements", "local_cpu_db"]
+
+
+REQUIRED_COLUMNS = ("model", "device", "mode", "precision", "batch_size")
+
+
+def load_labeled(path: str | os.PathLike) -> pd.DataFrame:
+    """Labeled records from a measurement store (``.db`` / SQLAlchemy URL / store export) or a
+    CSV/Parquet in the dataset schema (columns ``model, device, mode, precision, batch_size`` and
+    at least one of ``time_ms`` (ms per batch), ``memory_mb`` (MiB), ``energy_j`` (J))."""
+    s = str(path)
+    p = Path(s)
+    if "://" not in s and not p.exists():
+        raise PerfcastError(f"training data not found: {p}")
+    if p.suffix in (".csv", ".parquet"):
+        try:
+            raw = pd.read_csv(p) if p.suffix == ".csv" else pd.read_parquet(p)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is a bad file
+            raise PerfcastError(f"{p}: unreadable ({type(exc).__name__}: {exc})") from None
+        if "time_ms_median" not in raw.columns:
+            missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
+            if missing:
+                raise PerfcastError(f"{p}: missing column(s) {', '.join(missing)} (need "
+                                    f"{', '.join(REQUIRED_COLUMNS)} and a target)")
+            if not {"time_ms", "memory_mb", "energy_j"} & set(raw.columns):
+                raise PerfcastError(f"{p}: no target column (time_ms, memory_mb or energy_j)")
+            df = raw.copy()
+            if "family" not in df.columns:
+                df["family"] = [family_of(str(m)) or str(m) for m in df["model"]]
+            for c in ("input_size", "seq_len", "optimizer", "time_ms", "memory_mb", "energy_j"):
+                if c not in df.columns:
+                    df[c] = None
+            df["source"] = p.name
+            return df
+    return load_measurements(s)

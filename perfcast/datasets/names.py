@@ -74,12 +74,12 @@ def resolve_timm(raw: str) -> Resolved:
     Pre-1.0 names (``tv_resnet50``, ``convnext_tiny_in22ft1k`` ...) are mapped through timm's
     deprecated-name table to the current ``arch.tag`` name (the tag keeps the pretrained config,
     e.g. the 21k-class head of ``*_in21k`` models); other names go through
-    :func:`perfcast.frontends.resolve_timm_name`.
+    :func:`perfcast.zoo.resolve_timm_name`.
     """
     from timm import models
 
     from perfcast.errors import PerfcastError
-    from perfcast.frontends import resolve_timm_name
+    from perfcast.zoo import resolve_timm_name
 
     name = str(raw).strip()
     deprecated = _timm_deprecations()

@@ -4,7 +4,7 @@ Random-init torchvision models, 224x224 input, 12 images per GPU, 50 timed itera
 ``median_ms`` -> ``time_ms`` (per iteration, i.e. per global batch), ``mean_ms`` / ``p10_ms`` /
 ``p90_ms`` -> ``time_ms_mean`` / ``time_ms_p10`` / ``time_ms_p90``. Precision ``half`` ->
 ``fp16`` (the whole model in float16, not autocast), ``float`` -> ``fp32``, ``double`` -> ``fp64``
-(kept as examples, but perfcast builds no fp64 graph: :func:`~perfcast.datasets.graph_request`
+(kept as examples, but perfcast builds no fp64 graph: :func:`~perfcast.datasets.record_workload`
 refuses them). ``num_gpus`` 2-4 rows are data parallel: ``batch_size`` stays the per-GPU batch
 (what one device runs, the graph to join), ``global_batch_size`` = 12 x ``num_gpus``. They are
 kept; filter on ``num_gpus == 1`` for single-device training. The optimizer of the train step is

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.routing import MEMORY_LOWER_BOUND
 
 
 @dataclass
@@ -54,7 +55,7 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
     ``predict_kwargs`` go to :func:`perfcast.predict` (``input_size``, ``seq_len``,
     ``optimizer``, ``predictor``, ``example_inputs``).
     """
-    from perfcast.api import predict as api_predict
+    from perfcast.api import parse_request, predict_workload
     from perfcast.devices import get_device
 
     dev = get_device(device)
@@ -78,14 +79,15 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
         raise PerfcastError(f"the device registry has no memory size for {dev.key}")
 
     cache: dict[int, tuple[float, Any]] = {}
+    w, opts = parse_request(model, mode=mode, precision=precision, **predict_kwargs)
+    opts["runtime_overhead_mb"] = overhead_mb
 
     def mem(b: int) -> float:
         if b not in cache:
-            p = api_predict(model, device=dev.key, batch_size=b, mode=mode, precision=precision,
-                            runtime_overhead_mb=overhead_mb, **predict_kwargs)
+            p = predict_workload(w.replace(batch_size=b), dev, **opts)
             if p.memory_mb is None:
                 raise PerfcastError(f"no memory prediction for {p.model} on {dev.key} {mode}: "
-                                    + "; ".join(n for n in p.notes if "memory" in n))
+                                    + "; ".join(p.route.answers["memory_mb"].notes))
             cache[b] = (p.memory_mb, p)
         return cache[b][0]
 
@@ -121,7 +123,7 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
             else:
                 hi = mid
     notes: list[str] = []
-    label = model if isinstance(model, str) else type(model).__name__
+    label = w.spec
     best = cache.get(lo)
     if best is not None:
         p = best[1]
@@ -135,8 +137,9 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
                      f"{capacity:,.0f} MiB")
     if hi is None:
         notes.append(f"batch {limit:,} (the search limit) still fits")
-    if best is not None and (best[1].predictor.get("memory_mb") == "simulation" or any(
-            "lower bound" in n for n in best[1].notes if n.startswith("memory_mb"))):
+    mem_answer = best[1].route.answers["memory_mb"] if best is not None else None
+    if mem_answer is not None and (mem_answer.source == "simulation"
+                                   or MEMORY_LOWER_BOUND in mem_answer.bounds):
         from perfcast.memory.overhead import runtime_overhead
 
         rec = runtime_overhead()

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.paths import package_data
 
-_DATA = Path(__file__).with_name("data") / "mig_profiles.json"
+_DATA = package_data("decisions", "data", "mig_profiles.json")
 GIB_MB = 1024.0  # MiB per GiB
 #: Fraction of the nominal size assumed usable when NVIDIA's listing is not on file (H200).
 NOMINAL_USABLE = 0.95
@@ -166,8 +167,7 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
     uses — the others are listed as alternatives). ``predict_kwargs`` go to ``perfcast.predict``
     (``input_size``, ``seq_len``, ``optimizer``, ``predictor``, ``example_inputs``).
     """
-    from perfcast.api import DEFAULT_BATCH
-    from perfcast.api import predict as api_predict
+    from perfcast.api import DEFAULT_BATCH, parse_request, predict_workload
     from perfcast.devices import get_device
 
     dev = get_device(device)
@@ -177,16 +177,20 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
     if memory_mb is not None and memory_mb <= 0:
         raise PerfcastError(f"memory must be > 0 MiB, got {memory_mb}")
     notes: list[str] = []
-    label = model if isinstance(model, str) else type(model).__name__ if model is not None \
-        else "given memory"
+    w = opts = None
+    if model is not None:
+        w, opts = parse_request(model, batch_size=batch_size, mode=mode, precision=precision,
+                                **predict_kwargs)
+        opts["runtime_overhead_mb"] = overhead_mb
+    label = w.spec if w is not None else "given memory"
     time_ms = None
     predictor: dict[str, str] = {}
+    memory_notes: list[str] = []
     if memory_mb is None or (latency_slo_ms is not None and model is not None):
-        if model is None:
+        if w is None:
             raise PerfcastError("give a model (or --memory-mb for a known peak)")
-        pred = api_predict(model, device=dev.key, batch_size=batch_size, mode=mode,
-                           precision=precision, runtime_overhead_mb=overhead_mb,
-                           **predict_kwargs)
+        pred = predict_workload(w, dev, **opts)
+        memory_notes = pred.route.answers["memory_mb"].notes
         precision, batch_size, label = pred.precision, pred.batch_size, pred.model
         time_ms, predictor = pred.time_ms, dict(pred.predictor)
         notes.extend(n for n in pred.notes if not n.startswith(("energy_j", "power_w")))
@@ -198,7 +202,7 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
         predictor["memory_mb"] = "given"
     if memory_mb is None:
         raise PerfcastError(f"no memory prediction for {label} on {dev.key}: "
-                            + "; ".join(n for n in notes if n.startswith("memory")))
+                            + "; ".join(memory_notes))
     chosen, verdicts = choose_profile(memory_mb, profiles, margin=margin, time_ms=time_ms,
                                       latency_slo_ms=latency_slo_ms, device=dev,
                                       all_profiles=all_profiles)

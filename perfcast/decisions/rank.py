@@ -95,9 +95,8 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
     registry keys) and sort by ``objective`` (``time`` per batch, ``cost`` or ``energy`` of
     ``iterations`` batches). ``precision=None``: each device's measured precision.
     ``predict_kwargs`` go to :func:`perfcast.predict`."""
-    from perfcast.api import DEFAULT_BATCH
-    from perfcast.api import predict as api_predict
-    from perfcast.decisions.cost import price_for
+    from perfcast.api import DEFAULT_BATCH, parse_request, predict_workload
+    from perfcast.decisions.tables import price_for
     from perfcast.devices import device_keys, get_device
 
     if objective not in OBJECTIVES:
@@ -115,15 +114,16 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
     devs = [get_device(k) for k in keys]  # unknown keys fail here, before any work
     if provider is not None:
         price_for(devs[0].key, provider)  # validates the provider name
-    batch_size = batch_size or DEFAULT_BATCH[mode]
+    w, opts = parse_request(model, mode=mode, precision=precision, **predict_kwargs)
+    w = w.replace(batch_size=batch_size or DEFAULT_BATCH[w.mode])
+    batch_size = w.batch_size
     rows: list[DeviceRank] = []
-    label = model if isinstance(model, str) else type(model).__name__
+    label = w.spec
     for dev in devs:
-        p = api_predict(model, device=dev.key, batch_size=batch_size, mode=mode,
-                        precision=precision, **predict_kwargs)
+        p = predict_workload(w, dev, **opts)
         label = p.model
-        src = p.predictor.get("time_ms")
-        time_source = "learned" if src and src not in ("roofline",) else (src or "none")
+        time_answer = p.route.answers["time_ms"]
+        time_source = "learned" if time_answer.learned else time_answer.source
         capacity = dev.memory_mb
         fits = (p.memory_mb <= capacity) if (p.memory_mb is not None and capacity) else None
         price = price_for(dev.key, provider) if dev.is_gpu else None
@@ -142,7 +142,7 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
             usd=usd_h * hours if (usd_h and hours) else None, power_w=power,
             energy_kwh=energy, predictor=dict(p.predictor),
             trained_records=(p.trained_on.get("time_ms") or {}).get("records"),
-            notes=[n for n in p.notes if n.startswith(("time_ms", "precision"))]))
+            notes=[n for n in (p.route.precision_note, *time_answer.notes) if n]))
     key = {"time": "time_ms", "cost": "usd", "energy": "energy_kwh"}[objective]
 
     def order(d: DeviceRank):

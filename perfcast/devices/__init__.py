@@ -2,7 +2,7 @@
 
 from perfcast.devices.registry import (
     LOCAL_CPU_KEY,
-    PRECISIONS,
+    PEAK_PRECISIONS,
     Device,
     device_keys,
     get_device,
@@ -14,7 +14,7 @@ from perfcast.devices.registry import (
 
 __all__ = [
     "LOCAL_CPU_KEY",
-    "PRECISIONS",
+    "PEAK_PRECISIONS",
     "Device",
     "device_keys",
     "get_device",

@@ -23,14 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.paths import package_data
 
-_DATA_FILE = Path(__file__).with_name("devices.json")
+_DATA_FILE = package_data("devices", "devices.json")
 
 #: Key of the locally detected CPU; always listed last by :func:`list_devices`.
 LOCAL_CPU_KEY = "cpu"
 
-#: Precisions accepted by :meth:`Device.peak_tflops` ("amp" = FP16 tensor cores).
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "amp", "bf16")
+#: Precisions accepted by :meth:`Device.peak_tflops` ("amp" = FP16 tensor cores; "tf32" is a
+#: peak, not a workload precision — see :data:`perfcast.workload.PRECISIONS` for those).
+PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "amp", "bf16")
 
 _PRECISION_FIELD = {
     "fp32": "peak_fp32_tflops",
@@ -134,7 +136,7 @@ class Device:
         """
         p = str(precision).strip().lower()
         if p not in _PRECISION_FIELD:
-            raise PerfcastError(f"unknown precision '{precision}'; use one of: {', '.join(PRECISIONS)}")
+            raise PerfcastError(f"unknown precision '{precision}'; use one of: {', '.join(PEAK_PRECISIONS)}")
         value = getattr(self, _PRECISION_FIELD[p])
         return self.peak_fp32_tflops if value is None else value
 
@@ -459,7 +461,7 @@ def local_cpu() -> Device:
 
 __all__ = [
     "LOCAL_CPU_KEY",
-    "PRECISIONS",
+    "PEAK_PRECISIONS",
     "Device",
     "device_keys",
     "get_device",

@@ -1,7 +1,8 @@
 """The evaluation runner: fit every predictor on every fold, predict the test part, score.
 
     from perfcast.evaluation import evaluate
-    res = evaluate("a", "unseen-family", ["xgboost", ("dippm", {"epochs": 40})])
+    res = evaluate("a", "unseen-family", ["xgboost", ("dippm", {"epochs": 40})],
+                   out_dir="reports/eval")
     res.metrics          # long table: predictor, target, metric, mean, std, seeds
     res.out_dir          # reports/eval/a/unseen-family/ (see perfcast.evaluation.report)
 
@@ -36,7 +37,7 @@ from perfcast.evaluation.splits import (
     model_groups,
 )
 from perfcast.evaluation.tasks import Task, TaskData, get_task
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 PredictorSpec = str | tuple[str, dict[str, Any]]
 Progress = Callable[[str, int, int], None]
@@ -129,10 +130,12 @@ def check_predictors(specs: list[tuple[str, dict[str, Any]]], targets: Sequence[
 
 
 def _default_command(task_name: str, split: str, specs, seeds, out_root, build_missing: bool,
-                     k: int) -> str:
+                     k: int, memsim_seed=None) -> str:
     args = ["perfcast", "evaluate", "--task", task_name, "--split", split,
             "--predictors", ",".join(n for n, _ in specs),
-            "--seeds", ",".join(str(s) for s in seeds), "--out", str(out_root)]
+            "--seeds", ",".join(str(s) for s in seeds)]
+    if out_root is not None:
+        args += ["--out", str(out_root)]
     if split == "unseen-family" and k != 5:
         args += ["--folds", str(k)]
     for n, params in specs:
@@ -140,6 +143,8 @@ def _default_command(task_name: str, split: str, specs, seeds, out_root, build_m
             args += ["--param", f"{n}.{key}={_param_text(v)}"]
     if not build_missing:
         args.append("--no-build")
+    if memsim_seed is not None:
+        args += ["--memsim-seed", str(memsim_seed)]
     return shlex.join(args)
 
 
@@ -150,18 +155,20 @@ def _param_text(v) -> str:
 
 
 def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[PredictorSpec] | None = None,
-             seeds: Sequence[int] | None = None, out_dir: str | os.PathLike | None = "reports/eval",
+             seeds: Sequence[int] | None = None, out_dir: str | os.PathLike | None = None,
              progress: Progress | None = None, *, build_missing: bool = True, workers: int = 2,
              data_dir: str | os.PathLike | None = None, k: int = 5, valid_frac: float = 0.15,
              targets: Sequence[str] | None = None, task_name: str | None = None,
              command: str | None = None, plots: bool = True,
-             strict: bool | None = None) -> EvalResult:
+             strict: bool | None = None,
+             memsim_seed: str | os.PathLike | None = None) -> EvalResult:
     """Evaluate ``predictors`` on ``task`` (a name of :data:`~perfcast.evaluation.tasks.TASKS`, a
     :class:`Task`, or a ready :class:`FeatureSet`) under ``split`` and write the report to
     ``out_dir/<task>/<split>/`` (``out_dir=None``: no files). ``progress(stage, i, n)`` gets
     ``graphs`` / ``features`` (data), ``fits`` (one per predictor × fold) and ``epochs``.
     ``strict`` (default: ``predictors`` was given): a predictor that cannot learn any of the
-    task's targets is an error, else it is skipped (and listed in the summary)."""
+    task's targets is an error, else it is skipped (and listed in the summary).
+    ``memsim_seed``: see :meth:`~perfcast.evaluation.tasks.Task.load`."""
     t_start = time.perf_counter()
     if split not in SPLITS:
         raise PerfcastError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
@@ -189,7 +196,8 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
         raise PerfcastError("no predictor can learn the task's targets: "
                             + "; ".join(f"{n} {m}" for n, m in skipped.items()))
     if command is None:
-        command = (_default_command(name, split, specs, seeds, out_dir, build_missing, k)
+        command = (_default_command(name, split, specs, seeds, out_dir, build_missing, k,
+                                    memsim_seed)
                    if task_obj is not None else
                    "perfcast.evaluation.evaluate(<FeatureSet>, ...) from Python (no CLI equivalent)")
 
@@ -200,7 +208,7 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
                         info={"source records": len(task) + int(task.rows.attrs.get("dropped", 0))})
     else:
         data = task_obj.load(data_dir=data_dir, build_missing=build_missing, workers=workers,
-                             progress=progress)
+                             progress=progress, memsim_seed=memsim_seed)
     fs = data.fs
     task_targets = [t for t in task_targets if t in fs.target_names]
     if len(fs) == 0:

@@ -2,7 +2,7 @@
 machine's CPU measurements (``load_local_cpu()``), with their targets and the numbers the papers
 published for comparable settings.
 
-A task's records become a :class:`~perfcast.predictors.features.FeatureSet` through
+A task's records become a :class:`~perfcast.features.records.FeatureSet` through
 :meth:`Task.load`, which counts every record it drops and why (:class:`TaskData`).
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import PerfcastError
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,14 @@ class Task:
         return out
 
     def load(self, *, data_dir: str | os.PathLike | None = None, build_missing: bool = True,
-             workers: int = 2, progress: Callable[[str, int, int], None] | None = None) -> TaskData:
-        """Select, drop (counted) and featurize the task's records."""
-        from perfcast.predictors.data import feature_set
+             workers: int = 2, progress: Callable[[str, int, int], None] | None = None,
+             memsim_seed: str | os.PathLike | None = None) -> TaskData:
+        """Select, drop (counted) and featurize the task's records. ``memsim_seed``: a
+        memory-validation CSV (``benchmarks/validate_memory.py`` output, same simulator) whose
+        simulations seed the cache before a memsim task simulates what is missing (≈ 1.6 s per
+        training record otherwise)."""
+        from perfcast.features.records import record_workload
+        from perfcast.labeled.frames import feature_set
 
         df = self.frame(data_dir)
         drops: dict[str, int] = {}
@@ -183,16 +188,18 @@ class Task:
         if self.memsim or self.drop_impossible:
             # label-validity drops come before the graph drop, so their counts do not depend on
             # which graphs happen to be built
-            from perfcast.predictors.data import MemsimCache
+            from perfcast.memory.cache import MemsimCache
 
-            _seed_memsim_cache()
             cache = MemsimCache()
+            if memsim_seed is not None:
+                cache.import_csv(memsim_seed)
             recs = df.to_dict("records")
             sim = np.empty(len(recs))
             for i, r in enumerate(recs):
                 if progress:
                     progress("memsim", i, len(recs))
-                v = cache.get(r)
+                w = record_workload(r)
+                v = None if w is None else cache.get(w)
                 sim[i] = np.nan if v is None else v
             drop(~np.isfinite(sim), "no memory simulation (simulation failed)")
             if self.drop_impossible:
@@ -237,21 +244,6 @@ def impossible_mask(fs: FeatureSet) -> np.ndarray:
 
 def _impossible(sim: np.ndarray, cap: np.ndarray, mem: np.ndarray) -> np.ndarray:
     return np.isfinite(sim) & (sim > cap) & ~(mem >= cap)
-
-
-def _seed_memsim_cache() -> None:
-    """Seed the simulation cache from ``reports/memory_validation.csv`` (the same simulator,
-    already run on every GPUMemNet record) so a memsim task does not re-simulate for an hour."""
-    from pathlib import Path
-
-    from perfcast.predictors.data import MemsimCache
-
-    csv = Path(__file__).resolve().parents[2] / "reports" / "memory_validation.csv"
-    if csv.exists():
-        try:
-            MemsimCache().import_csv(csv)
-        except (OSError, KeyError, ValueError):
-            pass
 
 
 _TIMM = "timm-benchmarks"

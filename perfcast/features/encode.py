@@ -1,9 +1,11 @@
-"""Node, edge and static features of a :class:`~perfcast.graph.ModelGraph` (numpy, float32).
+"""Graph-level features of a :class:`~perfcast.graph.ModelGraph` (numpy, float32).
 
 Node matrix — TraPPM's layout first (one-hot op ‖ input shape[6] ‖ output shape[6] ‖ MACs ‖
 params ‖ memory; 113 values for a 98-op vocabulary, here ``len(OPS) + 15``), then DNNPerf's
 extras (FLOPs, tensor bytes, hyper-parameters, phase, dtype). Edge matrix — DNNPerf's (kind,
-tensor bytes, device bandwidth). Static vector — TraPPM ∪ DIPPM. Magnitudes are ``log1p``.
+tensor bytes, device bandwidth). Magnitudes are ``log1p``. The record-level static vector
+(TraPPM ∪ DIPPM, rescaled to the record's batch) is :func:`perfcast.features.records.
+static_features`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import numpy as np
 from perfcast import ops as _ops
 from perfcast.graph import ModelGraph
 
-#: Bump when any column below changes meaning or order.
-FEATURE_LAYOUT_VERSION = f"1-ops{len(_ops.OPS)}"
+#: Layout of the node and edge matrices. Bump when any column below changes meaning or order.
+GRAPH_LAYOUT_VERSION = f"1-ops{len(_ops.OPS)}"
 
 _SHAPE_DIMS = 6
 TRAPPM_NODE_DIM = len(_ops.OPS) + 2 * _SHAPE_DIMS + 3
@@ -34,17 +36,6 @@ NODE_FEATURES: tuple[str, ...] = (
 )
 EDGE_FEATURES: tuple[str, ...] = ("kind=forward", "kind=backward", "log1p_tensor_bytes",
                                   "log1p_device_bandwidth_gbs")
-STATIC_FEATURES: tuple[str, ...] = (
-    # TraPPM
-    "log1p_batch", "log1p_nodes", "log1p_edges", "log1p_macs", "log1p_params", "log1p_memory_bytes",
-    # DIPPM (MACs and batch above)
-    "log1p_conv_count", "log1p_dense_count", "log1p_relu_count",
-    # extras
-    "log1p_flops", "log1p_activation_bytes", "log1p_param_bytes", "log1p_input_elements",
-    "log1p_attention_count", "log1p_norm_count", "is_train",
-    "precision=fp32", "precision=amp", "precision=fp16", "precision=bf16",
-)
-
 _DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
                 "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
@@ -100,26 +91,3 @@ def edge_matrix(graph: ModelGraph, bandwidth_gbs: float | None = None) -> tuple[
     ea = np.array([[float(e.kind == "forward"), float(e.kind == "backward"), _l(e.bytes), bw]
                    for e in graph.edges], dtype=np.float32).reshape(-1, len(EDGE_FEATURES))
     return ei, ea
-
-
-def static_vector(graph: ModelGraph) -> np.ndarray:
-    """``[len(STATIC_FEATURES)]`` float32 vector (TraPPM ∪ DIPPM static features)."""
-    counts = {c: 0 for c in ("conv", "dense", "attention", "norm")}
-    relu = 0
-    for nd in graph.nodes:
-        if nd.phase != "forward":
-            continue
-        cat = _ops.category(nd.op)
-        if cat in counts:
-            counts[cat] += 1
-        if nd.op in ("relu", "relu6"):
-            relu += 1
-    m = graph.meta
-    input_el = sum(_numel(s) for s in m.input_shapes)
-    v = [_l(m.batch_size), _l(graph.num_nodes), _l(graph.num_edges), _l(graph.macs),
-         _l(graph.params), _l(graph.param_bytes + graph.activation_bytes),
-         _l(counts["conv"]), _l(counts["dense"]), _l(relu),
-         _l(graph.flops), _l(graph.activation_bytes), _l(graph.param_bytes), _l(input_el),
-         _l(counts["attention"]), _l(counts["norm"]), float(m.mode == "train"),
-         *(float(m.precision == p) for p in ("fp32", "amp", "fp16", "bf16"))]
-    return np.asarray(v, dtype=np.float32)

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 
 import torch
 
-from perfcast.features.encode import FEATURE_LAYOUT_VERSION, edge_matrix, node_matrix, static_vector
+from perfcast.features.encode import GRAPH_LAYOUT_VERSION, edge_matrix, node_matrix
 from perfcast.graph import ModelGraph
-
 
 # Sub-packages ``import torch_geometric`` loads eagerly that perfcast never uses: ``datasets``
 # pulls in ``torch_geometric.llm`` → transformers/requests (≈ 0.6 s of a cold ``perfcast
@@ -59,9 +58,10 @@ def import_pyg():
 
 
 def to_pyg(graph: ModelGraph, device=None, y: Mapping[str, float] | None = None):
-    """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr``, ``static`` ``[1, S]``,
-    ``device_x`` ``[1, D]`` (when a :class:`~perfcast.devices.Device` is given) and ``y``
-    ``[1, T]`` plus ``y_names`` (when targets are given, e.g. ``{"time_ms": 12.3}``).
+    """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr`` (DNNPerf's; the device bandwidth
+    column from ``device`` when one is given), ``layout`` (the graph layout) and ``y`` ``[1, T]``
+    plus ``y_names`` (when targets are given, e.g. ``{"time_ms": 12.3}``).
+    Record-level static features live in :class:`~perfcast.features.records.FeatureSet`.
     """
     import_pyg()
     from torch_geometric.data import Data
@@ -69,14 +69,9 @@ def to_pyg(graph: ModelGraph, device=None, y: Mapping[str, float] | None = None)
     bandwidth = getattr(device, "bandwidth_gbs", None) if device is not None else None
     ei, ea = edge_matrix(graph, bandwidth)
     data = Data(x=torch.from_numpy(node_matrix(graph)), edge_index=torch.from_numpy(ei),
-                edge_attr=torch.from_numpy(ea),
-                static=torch.from_numpy(static_vector(graph)).unsqueeze(0))
+                edge_attr=torch.from_numpy(ea))
     data.model_id = graph.meta.model_id
-    data.layout = FEATURE_LAYOUT_VERSION
-    if device is not None:
-        from perfcast.features.device import device_vector
-
-        data.device_x = torch.from_numpy(device_vector(device)).unsqueeze(0)
+    data.layout = GRAPH_LAYOUT_VERSION
     if y is not None:
         data.y = torch.tensor([[float(v) for v in y.values()]], dtype=torch.float32)
         data.y_names = list(y)

@@ -15,12 +15,13 @@ model is exported, and shapes come from each FX node's FakeTensor metadata.
 Structural no-ops (``getitem``, ``alias``, ``detach``, assertions, symbolic-size ops) are not
 nodes; edges go through them. View ops applied only to weights (``t(weight)`` feeding ``mm``) are
 folded into their consumer, as ONNX folds them into ``Gemm``.
+
+This module traces; the FX → ModelGraph conversion is :mod:`perfcast.frontends.fx_convert`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import operator
 import warnings
 from collections.abc import Iterable
@@ -29,59 +30,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from perfcast import ops as _ops
 from perfcast.errors import TraceError
-from perfcast.flops import cost
 from perfcast.frontends import aten_map
-from perfcast.graph import Edge, GraphMeta, ModelGraph, Node
-
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
-_OPTIMIZER_OP = {"sgd": "sgd_update", "sgd-momentum": "sgd_momentum_update",
-                 "adam": "adam_update", "adamw": "adamw_update"}
-PRECISIONS = ("fp32", "amp", "fp16", "bf16")
-
-_PASS_THROUGH = {"alias", "detach", "detach_", "lift_fresh", "_assert_tensor_metadata", "_assert_async",
-                 "_assert_scalar", "sym_constrain_range_for_size", "sym_constrain_range",
-                 "_functional_assert_async", "_functional_sym_constrain_range",
-                 "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "dropout_identity"}
-_WEIGHT_VIEWS = {"t", "transpose", "permute", "view", "reshape", "_unsafe_view", "unsqueeze",
-                 "squeeze", "expand", "alias", "detach", "flatten"}
-
-
-def _dtype_str(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _dim(d: Any, subs: dict | None) -> int:
-    """A tensor dimension as an int; a symbolic one is evaluated with ``subs`` (symbol → int)."""
-    if subs and isinstance(d, torch.SymInt):
-        return int(d.node.expr.xreplace(subs))
-    return int(d)
-
-
-def _tensor_info(val: Any, subs: dict | None = None) -> list[tuple[tuple[int, ...], str, int]]:
-    """(shape, dtype, bytes) for every tensor in an FX node's ``meta['val']``."""
-    out = []
-    if isinstance(val, torch.Tensor):
-        shape = tuple(_dim(d, subs) for d in val.shape)
-        nbytes = (math.prod(shape) if subs else int(val.numel())) * val.element_size()
-        out.append((shape, _dtype_str(val.dtype), nbytes))
-    elif isinstance(val, (list, tuple)):
-        for v in val:
-            out.extend(_tensor_info(v, subs))
-    return out
-
-
-def _flat_nodes(args: Iterable[Any]) -> list[torch.fx.Node]:
-    found: list[torch.fx.Node] = []
-    for a in args:
-        if isinstance(a, torch.fx.Node):
-            found.append(a)
-        elif isinstance(a, (list, tuple)):
-            found.extend(_flat_nodes(a))
-        elif isinstance(a, dict):
-            found.extend(_flat_nodes(a.values()))
-    return found
+from perfcast.frontends.fx_convert import convert_fx_graph, flat_nodes
+from perfcast.graph import GraphMeta, ModelGraph
+from perfcast.workload import OPTIMIZERS, PRECISIONS
 
 
 # --------------------------------------------------------------------------- faking the module
@@ -261,7 +214,7 @@ class _Traced:
                 ep = torch.export.export(step, fargs, strict=False, dynamic_shapes=dynamic_shapes)
                 if mode == "infer":
                     # Fast path: the pre-dispatch graph, dead code removed, HOPs inlined by
-                    # _convert. Functionalize (slower) when autocast must show its casts or when
+                    # convert_fx_graph. Functionalize (slower) when autocast must show its casts or when
                     # an in-place op mutates a view or an input (its data flow is only explicit
                     # once functional).
                     if precision == "amp" or _mutates_views(ep.graph_module):
@@ -290,7 +243,7 @@ class _Traced:
                     bw = jsig.backward_signature
                     grads = dict(bw.gradients_to_parameters) if bw is not None else {}
                     out_node = next(n for n in gm.graph.nodes if n.op == "output")
-                    outs = _flat_nodes(out_node.args)
+                    outs = flat_nodes(out_node.args)
                     grad_names = set(grads)
                     roots = {n.name for n in outs if n.name not in grad_names}
         except TraceError:
@@ -307,8 +260,8 @@ class _Traced:
             if batch_size is None:
                 raise TraceError("give the batch size of a symbolic-batch trace")
             subs = {self.batch_symbol: int(batch_size)}
-        graph = _convert(self.gm, self.param_inputs, self.grads, self.roots, self.mode,
-                         self.optimizer, subs)
+        graph = convert_fx_graph(self.gm, self.param_inputs, self.grads, self.roots, self.mode,
+                                 self.optimizer, subs)
         input_shapes = [tuple(int(d) for d in a.shape) for a in self.fargs
                         if isinstance(a, torch.Tensor)]
         if subs and input_shapes:
@@ -348,259 +301,3 @@ def _mutates_views(gm: torch.fx.GraphModule) -> bool:
                     or aten_map.aten_base_name(src.target) in _VIEW_BASES):
                 return True
     return False
-
-
-# --------------------------------------------------------------------------- FX → ModelGraph
-def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> str | None:
-    fam = aten_map.lookup(base)
-    if fam is None:
-        return None
-    a = node.args
-    if fam == "conv":
-        transposed = False
-        groups = 1
-        if base in ("convolution", "_convolution"):
-            transposed = bool(a[6]) if len(a) > 6 else False
-            groups = int(a[8]) if len(a) > 8 else 1
-            attrs.update(stride=list(a[3]), padding=list(a[4]), dilation=list(a[5]))
-        elif base in ("conv1d", "conv2d", "conv3d", "_convolution_mode"):
-            groups = int(a[6]) if len(a) > 6 else int(node.kwargs.get("groups", 1))
-            if len(a) > 3:
-                attrs["stride"] = list(a[3]) if isinstance(a[3], (list, tuple)) else [a[3]]
-            if len(a) > 4:
-                attrs["padding"] = a[4] if isinstance(a[4], str) else list(a[4])
-            if len(a) > 5:
-                attrs["dilation"] = list(a[5])
-        w = in_shapes[1] if len(in_shapes) > 1 else ()
-        attrs["kernel"] = list(w[2:])
-        attrs["groups"] = groups
-        attrs["bias"] = len(a) > 2 and a[2] is not None
-        attrs["transposed"] = transposed
-        cin = in_shapes[0][1] if in_shapes and len(in_shapes[0]) > 1 else 0
-        return _ops.refine_conv("conv_transpose" if transposed else "conv", groups, cin,
-                                max(1, len(w) - 2))
-    if fam == "conv_transpose":
-        w = in_shapes[1] if len(in_shapes) > 1 else ()
-        attrs.update(kernel=list(w[2:]), transposed=True, bias=len(a) > 2 and a[2] is not None)
-        return f"conv_transpose{max(1, min(3, len(w) - 2))}d"
-    if fam == "linear":
-        if base == "addmm":
-            attrs.update(contract=int(in_shapes[1][-1]), bias=True)
-        else:
-            attrs.update(contract=int(in_shapes[0][-1]) if in_shapes and in_shapes[0] else 1,
-                         bias=len(a) > 2 and a[2] is not None)
-        return "linear"
-    if fam in ("matmul", "bmm"):
-        ops_in = in_shapes[1:] if base in ("baddbmm", "addbmm", "addmv", "addr") else in_shapes
-        if ops_in and ops_in[0]:
-            attrs["contract"] = int(ops_in[0][-1])
-        attrs["bias"] = base in ("baddbmm", "addbmm", "addmv")
-        return fam
-    if fam == "einsum":
-        attrs["equation"] = str(a[0])
-        return "einsum"
-    if fam == "conv_backward":
-        mask = a[10] if len(a) > 10 else [True, True, True]
-        attrs["grads"] = int(bool(mask[0])) + int(bool(mask[1]))
-        attrs["bias_grad"] = bool(mask[2]) if len(mask) > 2 else False
-        attrs["transposed"] = bool(a[7]) if len(a) > 7 else False
-        attrs["groups"] = int(a[9]) if len(a) > 9 else 1
-        w = in_shapes[2] if len(in_shapes) > 2 else ()
-        attrs["kernel"] = list(w[2:])
-        return "conv_backward"
-    if fam in ("max_pool", "avg_pool"):
-        k = a[1] if len(a) > 1 else []
-        k = list(k) if isinstance(k, (list, tuple)) else [k]
-        rank = len(in_shapes[0]) - 2 if in_shapes and in_shapes[0] else len(k)
-        if len(k) == 1 and rank > 1:
-            k = k * rank
-        attrs["kernel"] = k
-        if len(a) > 2 and a[2]:
-            attrs["stride"] = list(a[2]) if isinstance(a[2], (list, tuple)) else [a[2]]
-        return f"{fam}{max(1, min(3, rank))}d"
-    if fam == "hardtanh":
-        lo = a[1] if len(a) > 1 else -1.0
-        hi = a[2] if len(a) > 2 else 1.0
-        return "relu6" if (lo, hi) == (0.0, 6.0) or (lo, hi) == (0, 6) else "hardtanh"
-    if fam == "cast":
-        val = node.meta.get("val")
-        src = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], torch.fx.Node) else None
-        if isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor) and val.dtype == src.dtype:
-            return "copy"
-        return "cast"
-    if fam in ("sdpa", "sdpa_backward"):
-        q = in_shapes[0 if fam == "sdpa" else 1] if in_shapes else ()
-        if len(q) >= 3:
-            attrs["heads"] = int(q[-3])
-        return fam
-    return fam
-
-
-def _is_sym(n: torch.fx.Node) -> bool:
-    """Whether an FX node computes a (symbolic) size rather than a tensor."""
-    return isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))
-
-
-def _convert(gm: torch.fx.GraphModule, param_inputs: dict[str, str], grads: dict[str, str],
-             roots: set[str], mode: str, optimizer: str, subs: dict | None = None) -> ModelGraph:
-    """FX graph → :class:`ModelGraph`. ``subs`` binds the symbols of a dynamic-shape export
-    (symbol → int); its size arithmetic (SymInt-valued nodes) is not part of the model graph."""
-    fx_nodes = list(gm.graph.nodes)
-    index_of: dict[str, int] = {}          # qualified fx name -> ModelGraph node index
-    alias_of: dict[str, str] = {}          # qualified fx name -> name it passes through to
-    param_of: dict[str, str] = {}          # qualified fx name -> parameter name
-    hop_outputs: dict[str, list[str]] = {}  # higher-order op -> qualified names of its outputs
-    nodes: list[Node] = []
-    fx_by_index: list[tuple[torch.fx.Node, str]] = []  # (fx node, name prefix of its graph)
-    unmapped: set[str] = set()
-
-    def resolve(name: str) -> str:
-        while name in alias_of:
-            name = alias_of[name]
-        return name
-
-    def walk(graph_nodes: list[torch.fx.Node], owner: torch.fx.GraphModule, prefix: str,
-             operands: list[str] | None) -> list[str]:
-        """Convert one FX graph; ``operands`` bind a subgraph's placeholders. Returns outputs."""
-        placeholder_i = 0
-        outputs: list[str] = []
-        for n in graph_nodes:
-            q = prefix + n.name
-            if n.op == "placeholder":
-                if operands is not None:
-                    if placeholder_i < len(operands):
-                        alias_of[q] = operands[placeholder_i]
-                    placeholder_i += 1
-                elif n.name in param_inputs:
-                    param_of[q] = param_inputs[n.name]
-                continue
-            if n.op == "output":
-                outputs = [prefix + x.name for x in _flat_nodes(n.args)]
-                continue
-            if n.op != "call_function":
-                continue
-            if n.target is operator.getitem:
-                src = prefix + n.args[0].name
-                idx = n.args[1] if len(n.args) > 1 else 0
-                if src in hop_outputs and isinstance(idx, int) and idx < len(hop_outputs[src]):
-                    alias_of[q] = hop_outputs[src][idx]
-                else:
-                    alias_of[q] = src
-                continue
-            sub = next((getattr(owner, a.target) for a in n.args
-                        if isinstance(a, torch.fx.Node) and a.op == "get_attr"
-                        and isinstance(getattr(owner, a.target, None), torch.fx.GraphModule)),
-                       None)
-            if sub is not None:  # higher-order op (autocast, set_grad_enabled…): inline its body
-                ops_in = [prefix + a.name for a in _flat_nodes(n.args)
-                          if not (a.op == "get_attr" and isinstance(getattr(owner, a.target, None),
-                                                                    torch.fx.GraphModule))]
-                hop_outputs[q] = walk(list(sub.graph.nodes), sub, q + ".", ops_in)
-                continue
-            if subs and _is_sym(n):
-                continue  # size arithmetic of a dynamic-shape export, not a model op
-            base = aten_map.aten_base_name(n.target)
-            ins = _flat_nodes(list(n.args) + list(n.kwargs.values()))
-            if subs:  # sizes computed from the symbolic batch are arguments, not data inputs
-                ins = [x for x in ins if not _is_sym(x)]
-            if base in _PASS_THROUGH or base.startswith(("sym_", "_assert")) or (
-                    base in ("dropout", "dropout_", "feature_dropout", "feature_dropout_",
-                                 "alpha_dropout", "alpha_dropout_")
-                    and len(n.args) > 2 and n.args[2] is False):
-                if ins:
-                    alias_of[q] = prefix + ins[0].name
-                continue
-            in_resolved = [resolve(prefix + x.name) for x in ins]
-            if base in _WEIGHT_VIEWS and ins and all(r in param_of for r in in_resolved):
-                param_of[q] = param_of[in_resolved[0]]
-                continue
-            in_shapes, in_dtypes = [], []
-            for x in ins:
-                info = _tensor_info(x.meta.get("val"), subs)
-                if info:
-                    in_shapes.append(info[0][0])
-                    in_dtypes.append(info[0][1])
-            out = _tensor_info(n.meta.get("val"), subs)
-            attrs: dict[str, Any] = {}
-            op = _canonical(base, n, in_shapes, attrs)
-            target = str(n.target)
-            if op is None:
-                op = "other"
-                unmapped.add(target)
-            params = 0
-            pbytes = 0
-            seen_params: set[str] = set()
-            for x, r in zip(ins, in_resolved):
-                if r in param_of and param_of[r] not in seen_params:
-                    seen_params.add(param_of[r])
-                    info = _tensor_info(x.meta.get("val"), subs)
-                    if info:
-                        params += math.prod(info[0][0]) if info[0][0] else 1
-                        pbytes += info[0][2]
-            flops, macs = cost(op, in_shapes, [o[0] for o in out], attrs)
-            index_of[q] = len(nodes)
-            fx_by_index.append((n, prefix))
-            nodes.append(Node(
-                name=q, op=op, target=target, input_shapes=in_shapes, input_dtypes=in_dtypes,
-                output_shapes=[o[0] for o in out], output_dtypes=[o[1] for o in out],
-                flops=flops, macs=macs, params=int(params), param_bytes=pbytes,
-                output_bytes=sum(o[2] for o in out), attrs=attrs))
-        return outputs
-
-    walk(fx_nodes, gm, "", None)
-
-    # phases: forward = ancestors of the loss/outputs/buffer updates (train mode only)
-    if mode == "train":
-        by_name = {n.name: n for n in fx_nodes}
-        fwd: set[str] = set()
-        stack = [r for r in roots if r in by_name]
-        while stack:
-            name = stack.pop()
-            if name in fwd:
-                continue
-            fwd.add(name)
-            stack.extend(x.name for x in _flat_nodes(list(by_name[name].args) +
-                                                      list(by_name[name].kwargs.values())))
-        for i, (fxn, _) in enumerate(fx_by_index):
-            nodes[i].phase = "forward" if fxn.name in fwd else "backward"
-
-    # edges (deduplicated per (src, dst))
-    edges: list[Edge] = []
-    seen: set[tuple[int, int]] = set()
-    for dst, (fxn, prefix) in enumerate(fx_by_index):
-        for x in _flat_nodes(list(fxn.args) + list(fxn.kwargs.values())):
-            r = resolve(prefix + x.name)
-            src = index_of.get(r)
-            if src is None or (src, dst) in seen:
-                continue
-            seen.add((src, dst))
-            info = _tensor_info(x.meta.get("val"), subs)
-            nbytes = sum(i[2] for i in info)
-            kind = "forward" if nodes[dst].phase == "forward" else "backward"
-            edges.append(Edge(src, dst, nbytes, kind))
-
-    # optimizer: one update node per parameter tensor, fed by its gradient
-    if mode == "train":
-        opt_op = _OPTIMIZER_OP[optimizer]
-        by_name = {n.name: n for n in fx_nodes}
-        for grad_name, pname in grads.items():
-            gnode = by_name.get(grad_name)
-            info = _tensor_info(gnode.meta.get("val"), subs) if gnode is not None else []
-            if not info:
-                continue
-            shape, dtype, nbytes = info[0]
-            numel = int(math.prod(shape)) if shape else 1
-            attrs = {"param": pname, "state_tensors": {"sgd": 0, "sgd-momentum": 1}.get(optimizer, 2)}
-            flops, _ = cost(opt_op, [shape, shape], [shape], attrs)
-            idx = len(nodes)
-            nodes.append(Node(name=f"opt.{pname}", op=opt_op, target=f"optim.{optimizer}",
-                              input_shapes=[shape, shape], input_dtypes=[dtype, dtype],
-                              output_shapes=[shape], output_dtypes=[dtype], flops=flops,
-                              macs=0.0, params=numel, param_bytes=nbytes, output_bytes=nbytes,
-                              attrs=attrs, phase="optimizer"))
-            src = index_of.get(resolve(grad_name))
-            if src is not None:
-                edges.append(Edge(src, idx, nbytes, "backward"))
-
-    meta = GraphMeta(model_id="", batch_size=1, input_shapes=[], unmapped_ops=sorted(unmapped))
-    return ModelGraph(nodes, edges, meta)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
+
+from perfcast.paths import package_data
 
 
 @lru_cache(maxsize=1)
 def runtime_overhead() -> dict[str, Any]:
     """The measured record: ``runtime_overhead_mb`` (median), ``p10_mb``, ``p90_mb``, ``runs``,
     ``device``, ``source``."""
-    return json.loads(Path(__file__).with_name("runtime_overhead.json").read_text())
+    return json.loads(package_data("memory", "runtime_overhead.json").read_text())
 
 
 def runtime_overhead_mb() -> float:

@@ -74,14 +74,12 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfcast.errors import ModelSpecError, PerfcastError, TraceError
+from perfcast.errors import PerfcastError, TraceError
+from perfcast.workload import DEFAULT_OPTIMIZER, OPTIMIZERS, Workload
 
 __all__ = ["MemoryEstimate", "simulate_memory", "build_model_on_meta", "make_optimizer",
-           "run_training_steps", "run_inference", "MODES", "PRECISIONS", "OPTIMIZERS"]
+           "run_training_steps", "run_inference", "first_float"]
 
-MODES = ("infer", "train")
-PRECISIONS = ("fp32", "amp", "fp16", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 LOSSES = ("mean", "cross-entropy")
 MiB = float(2**20)
 
@@ -163,91 +161,16 @@ class MemoryEstimate:
 
 
 # --------------------------------------------------------------------------- building
-def _input_size(input_size: Any) -> tuple[int, ...] | None:
-    from perfcast.frontends import parse_input_size
-
-    if input_size is None:
-        return None
-    if isinstance(input_size, int):
-        return (3, input_size, input_size)
-    if isinstance(input_size, str):
-        return parse_input_size(input_size)
-    dims = tuple(int(d) for d in input_size)
-    if not dims or any(d <= 0 for d in dims):
-        raise PerfcastError(f"input size must be positive dimensions like 3,224,224, "
-                            f"got {input_size}")
-    return dims
-
-
-def build_model_on_meta(spec: str, *, batch_size: int = 1, input_size: Any = None,
+def build_model_on_meta(spec: Any, *, batch_size: int = 1, input_size: Any = None,
                         seq_len: int | None = None, mode: str = "train"):
-    """``(model, example args on meta, model_id, notes)`` for a model spec (no weights)."""
-    import torch
-    from torch import nn
+    """``(model, example args on meta, model_id, notes)`` for a model spec or
+    :class:`~perfcast.workload.Workload` (no weights; :func:`perfcast.zoo.build_model`)."""
+    from perfcast.zoo import build_model
 
-    from perfcast import frontends as fe
-
-    kind, rest = fe.split_spec(spec)
-    shape = _input_size(input_size)
-    notes: list[str] = []
-
-    def meta_input(default: tuple[int, ...]):
-        s = shape if shape is not None else tuple(default)
-        return (torch.empty((batch_size, *s), device="meta"),)
-
-    if kind == "timm":
-        import timm
-
-        resolved = fe.resolve_timm_name(rest)
-        model = fe._build_on_meta(lambda: timm.create_model(resolved, pretrained=False),
-                                  f"timm model {resolved}")
-        cfg = getattr(model, "pretrained_cfg", None) or {}
-        args = meta_input(tuple(cfg.get("input_size", (3, 224, 224))))
-        model_id = f"timm:{resolved}"
-    elif kind in ("torchvision", "tv"):
-        import torchvision
-
-        try:
-            torchvision.models.get_model_builder(rest)
-        except ValueError:
-            raise ModelSpecError(f"unknown torchvision model {rest!r}") from None
-        kwargs: dict[str, Any] = {"weights": None}
-        if rest.startswith("inception") or rest == "googlenet":
-            kwargs.update(init_weights=False, aux_logits=False)
-        model = fe._build_on_meta(lambda: torchvision.models.get_model(rest, **kwargs),
-                                  f"torchvision model {rest}")
-        args = meta_input((3, 299, 299) if rest.startswith("inception") else (3, 224, 224))
-        model_id = f"torchvision:{rest}"
-    elif kind == "hf":
-        from perfcast.frontends.hf import load_hf
-
-        model, args, model_id = load_hf(rest, batch_size, seq_len, mode)
-        model_id = f"hf:{model_id}"
-    elif kind == "module":
-        import importlib
-
-        mod_name, _, attr = rest.partition(":")
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError as exc:
-            raise ModelSpecError(f"cannot import {mod_name!r} for model spec {spec!r}: "
-                                 f"{exc}") from None
-        fn = getattr(mod, attr, None)
-        if fn is None:
-            raise ModelSpecError(f"module {mod_name!r} has no attribute {attr!r}")
-        model = fn if isinstance(fn, nn.Module) else fe._build_on_meta(fn, spec)
-        if not isinstance(model, nn.Module):
-            raise ModelSpecError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
-        args = meta_input((3, 224, 224))
-        model_id = rest
-    elif kind == "onnx":
-        raise PerfcastError("memory simulation needs the PyTorch model (timm:, torchvision:, "
-                            "hf: or module:callable), not an ONNX file")
-    else:  # a frontend registered later
-        raise PerfcastError(f"memory simulation does not support {kind}: specs yet")
-    if any(p.device.type != "meta" for p in model.parameters()):
-        notes.append("the model could not be built on meta; it was initialised on CPU first")
-    return model, tuple(args), model_id, notes
+    w = spec if isinstance(spec, Workload) else Workload.of(
+        spec, batch_size=batch_size, input_size=input_size, seq_len=seq_len, mode=mode)
+    built = build_model(w, "meta")
+    return built.module, built.args, built.model_id, built.notes
 
 
 def make_optimizer(name: str, params, foreach: bool | None = None):
@@ -267,7 +190,9 @@ def make_optimizer(name: str, params, foreach: bool | None = None):
 
 
 # --------------------------------------------------------------------------- the passes
-def _first_float(out: Any):
+def first_float(out: Any):
+    """The model output a loss is computed from: the tensor, ``logits`` / ``last_hidden_state``,
+    or the first floating-point tensor of a tuple, list or dict (profiler and simulation)."""
     import torch
 
     if isinstance(out, torch.Tensor):
@@ -289,7 +214,7 @@ def _loss(out: Any, loss: str):
     import torch
     import torch.nn.functional as F
 
-    t = _first_float(out)
+    t = first_float(out)
     if loss == "cross-entropy" and t.dim() >= 2:
         logits = t.flatten(0, -2) if t.dim() > 2 else t
         target = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
@@ -398,14 +323,16 @@ def _storage_bytes(tensors) -> int:
 
 
 # --------------------------------------------------------------------------- public entry
-def simulate_memory(spec: str, *, batch_size: int = 1, input_size: Any = None,
+def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
                     seq_len: int | None = None, mode: str = "train", precision: str = "fp32",
                     optimizer: str = "sgd-momentum", foreach: bool | None = None,
                     loss: str = "mean", steps: int | None = None,
                     autocast_rules: str = "cuda") -> MemoryEstimate:
     """Simulate the peak live tensor memory of ``spec`` (see the module docstring).
 
-    ``spec``: ``timm:name`` / ``name``, ``torchvision:name``, ``hf:id`` or ``module:callable``.
+    ``spec``: ``timm:name`` / ``name``, ``torchvision:name``, ``hf:id`` or ``module:callable`` —
+    or a :class:`~perfcast.workload.Workload`, which then gives batch (``None`` = 1), input
+    size, sequence length, mode, precision and optimizer instead of the keywords.
     ``input_size``: per-sample shape ``(3, H, W)``, ``"3,224,224"`` or an int ``H`` (vision;
     default: the model's default); ``seq_len`` for ``hf:`` models (default 128).
     ``mode``: ``"train"`` (two steps of the modelled loop, steady-state peak) or ``"infer"``.
@@ -424,27 +351,26 @@ def simulate_memory(spec: str, *, batch_size: int = 1, input_size: Any = None,
     from perfcast.memory.tracker import LiveTensorTracker
 
     t0 = time.perf_counter()
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
-    if mode not in MODES:
-        raise PerfcastError(f"unknown mode {mode!r}: use infer or train")
-    if precision not in PRECISIONS:
-        raise PerfcastError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
-    if optimizer not in OPTIMIZERS:
-        raise PerfcastError(f"unknown optimizer {optimizer!r}: use {', '.join(OPTIMIZERS)}")
+    if isinstance(spec, Workload):
+        w = spec.replace(batch_size=spec.batch_size or 1,
+                         precision=spec.precision or "fp32")
+    else:
+        w = Workload.of(spec, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
+                        mode=mode, precision=precision, optimizer=optimizer)
+        if w.batch_size is None:
+            raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
+    mode, precision, batch_size = w.mode, w.precision, w.batch_size
+    optimizer = w.optimizer or DEFAULT_OPTIMIZER
     if loss not in LOSSES:
         raise PerfcastError(f"unknown loss {loss!r}: use {', '.join(LOSSES)}")
     if autocast_rules not in ("cuda", "cpu"):
         raise PerfcastError("autocast_rules must be 'cuda' or 'cpu'")
-    if seq_len is not None and seq_len <= 0:
-        raise PerfcastError(f"sequence length must be positive, got {seq_len}")
     train = mode == "train"
     steps = (2 if train else 1) if steps is None else int(steps)
     if steps < 1:
         raise PerfcastError("steps must be ≥ 1")
 
-    model, args, model_id, notes = build_model_on_meta(
-        spec, batch_size=batch_size, input_size=input_size, seq_len=seq_len, mode=mode)
+    model, args, model_id, notes = build_model_on_meta(w)
     if precision in ("fp16", "bf16"):
         dtype = torch.float16 if precision == "fp16" else torch.bfloat16
         model = model.to(dtype)

@@ -13,7 +13,7 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors.base import Predictor
-from perfcast.predictors.features import TARGETS, FeatureSet, build_feature_set
+from perfcast.features.records import TARGETS, FeatureSet, build_feature_set
 
 _REGISTRY: dict[str, type[Predictor]] = {}
 # modules that register the built-in predictors (imported lazily: torch_geometric, xgboost)

@@ -1,7 +1,7 @@
 """The estimator contract every predictor follows, and its portable file format.
 
 Like scikit-learn: ``__init__`` only stores hyper-parameters (no work, no validation);
-``fit(train, valid=None)`` learns from a :class:`~perfcast.predictors.features.FeatureSet`
+``fit(train, valid=None)`` learns from a :class:`~perfcast.features.records.FeatureSet`
 and returns ``self``; ``predict(data)`` returns ``[n, len(targets_)]`` in the targets' units
 (ms, MiB, J). Fitted attributes end with ``_``.
 
@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from perfcast.errors import PerfcastError
-from perfcast.predictors.features import FEATURE_LAYOUT_VERSION, FeatureSet
+from perfcast.features.records import FEATURE_LAYOUT_VERSION, FeatureSet
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.safetensors"

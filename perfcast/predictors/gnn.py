@@ -33,6 +33,10 @@ and target scalers and the output layer; the training targets must be a subset o
 ones (unlabelled outputs are simply masked out) and the architecture hyper-parameters must match.
 ``history_`` is continued, ``trained_on_`` records the new data with the old provenance under
 ``warm_start_from``.
+
+(One module of ~500 lines on purpose: the two estimators share the network builder, the
+graph-collating minibatch loop and the fine-tuning path; split, each half would import the
+other's privates.)
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import FeatureScaler, Predictor, TargetScaler
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 CONVS = ("sage", "gcn", "gat", "gin")
 POOLS = ("sum", "mean")

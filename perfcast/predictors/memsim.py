@@ -14,7 +14,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import Predictor
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 
 @register_predictor

@@ -51,7 +51,7 @@ from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import Predictor
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 #: Training step ≈ forward + backward (≈ 2× forward).
 TRAIN_FACTOR = 3.0
@@ -163,8 +163,8 @@ def roofline_time_ms(graph_data, summary, batch: int, mode: str, precision: str,
                      launch_us: float | None = None, efficiency: float = 1.0,
                      train_factor: float = TRAIN_FACTOR) -> float:
     """Roofline time (ms per batch) of one configuration: ``graph_data`` a learning graph
-    (:func:`perfcast.predictors.features.graph_data`), ``summary`` its
-    :class:`~perfcast.predictors.features.GraphSummary` (or ``None``), ``device`` a key or a
+    (:func:`perfcast.features.records.graph_data`), ``summary`` its
+    :class:`~perfcast.features.records.GraphSummary` (or ``None``), ``device`` a key or a
     :class:`~perfcast.devices.Device`. NaN when the device has no peak; raises
     :class:`~perfcast.errors.PerfcastError` for an unknown device key or bad arguments."""
     if batch is None or int(batch) <= 0:

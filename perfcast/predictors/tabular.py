@@ -1,7 +1,7 @@
 """Static-feature baselines (no graph learning): TraPPM's ``mlp`` and ``xgboost`` (TraPPM's
 GBoost baseline, §V-E, and the thesis' XGBoost predictor, ch. 6.5).
 
-Both read only the record's static vector (:data:`perfcast.predictors.features.STATIC_NAMES`)
+Both read only the record's static vector (:data:`perfcast.features.records.STATIC_NAMES`)
 and learn ``log(target)``.
 
 ``mlp`` — two fully connected layers (ReLU, dropout 0.05) and a linear output layer, one output
@@ -34,7 +34,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import FeatureScaler, Predictor, TargetScaler
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 
 
 @contextlib.contextmanager

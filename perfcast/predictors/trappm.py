@@ -43,7 +43,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import FeatureScaler
-from perfcast.predictors.features import FeatureSet
+from perfcast.features.records import FeatureSet
 from perfcast.predictors.gnn import GNNRegressor, _Graphs, _make_net, _node_stats
 
 

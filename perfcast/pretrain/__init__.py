@@ -12,9 +12,9 @@ Importing this package imports torch and torch_geometric.
 
 from perfcast.pretrain.checkpoint import (PretrainedEncoder, load_encoder, message_edges,
                                           random_encoder)
-from perfcast.pretrain.corpus import load_corpus, node_stats
+from perfcast.pretrain.dataset import load_corpus, node_stats
 from perfcast.pretrain.models import METHODS
-from perfcast.pretrain.train import PretrainResult, pretrain
+from perfcast.pretrain.loop import PretrainResult, pretrain
 
 __all__ = ["METHODS", "PretrainResult", "PretrainedEncoder", "load_corpus", "load_encoder",
            "message_edges", "node_stats", "pretrain", "random_encoder"]

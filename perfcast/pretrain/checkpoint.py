@@ -2,7 +2,7 @@
 
 * ``encoder.json`` — ``format``, ``method``, ``params`` (architecture and training
   hyper-parameters), ``in_dim``, ``graph_layout`` (the node-matrix layout,
-  :data:`perfcast.features.encode.FEATURE_LAYOUT_VERSION`) and ``feature_layout`` (the
+  :data:`perfcast.features.encode.GRAPH_LAYOUT_VERSION`) and ``feature_layout`` (the
   predictors' layout at pre-training time, informative), ``node_mean`` / ``node_std`` (the
   corpus standardisation, applied inside :meth:`PretrainedEncoder.embed`), ``epoch`` (completed
   epochs), ``history`` (per epoch: ``loss``, ``seconds``, ``graphs``), ``corpus``
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from perfcast.paths import package_data
 from perfcast.errors import PerfcastError
 
 FORMAT = "perfcast-encoder/1"
@@ -58,7 +59,7 @@ SHIPPED_ENCODER = "shipped/corpus-gae-c128"
 
 def shipped_encoder_dir() -> Path:
     """Directory of the shipped pre-trained encoder (``encoder.json`` + ``encoder.safetensors``)."""
-    d = Path(__file__).resolve().parent / SHIPPED_ENCODER
+    d = package_data("pretrain", SHIPPED_ENCODER)
     if not (d / META_FILE).exists():
         raise PerfcastError(f"the shipped encoder is missing ({d}); reinstall perfcast or give "
                             f"trappm an encoder directory (perfcast pretrain --out DIR)")
@@ -66,9 +67,9 @@ def shipped_encoder_dir() -> Path:
 
 
 def graph_layout() -> str:
-    from perfcast.features.encode import FEATURE_LAYOUT_VERSION
+    from perfcast.features.encode import GRAPH_LAYOUT_VERSION
 
-    return FEATURE_LAYOUT_VERSION
+    return GRAPH_LAYOUT_VERSION
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfcast.pretrain.corpus import import_pyg_quietly
+from perfcast.pretrain.dataset import import_pyg_quietly
 
 import_pyg_quietly()
 from torch_geometric.nn import GAE, GINConv, SAGEConv  # noqa: E402

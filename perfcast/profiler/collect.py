@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.store.db import Measurement, MeasureConfig, MeasurementStore
-
-MODES = ("infer", "train")
-PRECISIONS = ("fp32", "amp", "bf16", "fp16")
+from perfcast.store.db import MeasureConfig, Measurement, MeasurementStore
+from perfcast.workload import DEFAULT_OPTIMIZER
 
 
 @dataclass
@@ -68,27 +66,17 @@ class Sweep:
     seq_lens: list[int | None] = field(default_factory=lambda: [None])
     modes: list[str] = field(default_factory=lambda: ["infer"])
     precisions: list[str] = field(default_factory=lambda: ["fp32"])
-    optimizer: str = "sgd-momentum"
+    optimizer: str = DEFAULT_OPTIMIZER
 
     def configs(self, device: str, threads: int | None, repeat: int = 0) -> list[MeasureConfig]:
-        from perfcast.frontends import parse_input_size
-
-        for b in self.batch_sizes:
-            if not isinstance(b, int) or b <= 0:
-                raise PerfcastError(f"batch sizes must be positive integers, got {b!r}")
-        for m in self.modes:
-            if m not in MODES:
-                raise PerfcastError(f"unknown mode {m!r}: use infer or train")
-        for p in self.precisions:
-            if p not in PRECISIONS:
-                raise PerfcastError(f"unknown precision {p!r}: use {', '.join(PRECISIONS)}")
-        sizes = [",".join(map(str, parse_input_size(s))) if s else None for s in self.input_sizes]
+        """Every combination, each validated as a :class:`~perfcast.workload.Workload`."""
         out = []
         for model, b, size, seq, mode, prec in itertools.product(
-                self.models, self.batch_sizes, sizes, self.seq_lens, self.modes, self.precisions):
-            out.append(MeasureConfig(model=model, batch_size=b, input_size=size, seq_len=seq,
-                                     mode=mode, precision=prec, optimizer=self.optimizer,
-                                     device=device, threads=threads, repeat=repeat))
+                self.models, self.batch_sizes, self.input_sizes, self.seq_lens, self.modes,
+                self.precisions):
+            out.append(MeasureConfig.of(model, batch_size=b, input_size=size, seq_len=seq,
+                                        mode=mode, precision=prec, optimizer=self.optimizer,
+                                        device=device, threads=threads, repeat=repeat))
         return out
 
 
@@ -123,15 +111,8 @@ def load_spec(path: str | Path) -> tuple[list[Sweep], dict[str, Any]]:
 
 def graph_key_for(cfg: MeasureConfig) -> str | None:
     """Cache key of the graph of ``cfg`` (links a measurement to ``perfcast inspect``'s cache)."""
-    from perfcast.cache import cache_key
-    from perfcast.frontends import GraphRequest, parse_input_size
-
     try:
-        prec = cfg.precision if cfg.precision in ("fp32", "amp", "fp16", "bf16") else "fp32"
-        return cache_key(GraphRequest(spec=cfg.model, batch_size=cfg.batch_size,
-                                      input_size=parse_input_size(cfg.input_size),
-                                      seq_len=cfg.seq_len, mode=cfg.mode, precision=prec,
-                                      optimizer=cfg.optimizer))
+        return cfg.workload.key()
     except PerfcastError:
         return None
 

@@ -22,89 +22,26 @@ import resource
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
-from perfcast.errors import ModelSpecError, PerfcastError
-from perfcast.store.db import Measurement, MeasureConfig
+from perfcast.errors import PerfcastError
+from perfcast.memory.simulate import first_float, make_optimizer
+from perfcast.store.db import MeasureConfig, Measurement
+from perfcast.zoo import import_library
 
 MB = float(2**20)
 
 
 # --------------------------------------------------------------------------- model building
 def build_model(cfg: MeasureConfig, device: str):
-    """Real (random-init) model and example inputs for ``cfg`` on torch device ``device``."""
-    import torch
+    """Real (random-init) model and random example inputs for ``cfg`` on torch device
+    ``device`` (:func:`perfcast.zoo.build_model`)."""
+    from perfcast.zoo import build_model as zoo_build
 
-    from perfcast.frontends import parse_input_size, split_spec
-
-    kind, rest = split_spec(cfg.model)
-    if kind == "timm":
-        from perfcast.frontends import create_timm_model
-
-        model, default = create_timm_model(rest, parse_input_size(cfg.input_size))
-    elif kind in ("torchvision", "tv"):
-        import torchvision
-
-        kw: dict[str, Any] = {"weights": None}
-        if rest.startswith("inception") or rest == "googlenet":
-            kw.update(init_weights=False, aux_logits=False)
-        try:
-            model = torchvision.models.get_model(rest, **kw)
-        except ValueError as exc:
-            raise ModelSpecError(f"unknown torchvision model {rest!r}") from exc
-        default = (3, 299, 299) if rest.startswith("inception") else (3, 224, 224)
-    elif kind == "hf":
-        from perfcast.frontends.hf import DEFAULT_SEQ_LEN, HFWrapper, build_hf_model, resolve_hf_config
-
-        config, _ = resolve_hf_config(rest)
-        meta_model = build_hf_model(config, cfg.mode)  # picks the architecture class, on meta
-        model = HFWrapper(meta_model.__class__(meta_model.config))  # real, random init
-        seq = cfg.seq_len or DEFAULT_SEQ_LEN
-        ids = torch.randint(0, int(getattr(config, "vocab_size", 1000)), (cfg.batch_size, seq))
-        model = model.to(device)
-        return model, (ids.to(device),)
-    elif kind == "module":
-        import importlib
-
-        mod_name, _, attr = cfg.model.partition(":")
-        try:
-            fn = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ModelSpecError(f"cannot load {cfg.model!r}: {exc}") from None
-        model = fn() if not isinstance(fn, torch.nn.Module) else fn
-        default = (3, 224, 224)
-    else:
+    if cfg.workload.model.kind not in ("timm", "torchvision", "hf", "module"):
         raise PerfcastError(f"perfcast collect measures timm:, torchvision:, hf: and "
                             f"module:callable models, not {cfg.model!r}")
-    shape = parse_input_size(cfg.input_size) or default
-    x = torch.randn((cfg.batch_size, *shape))
-    return model.to(device), (x.to(device),)
-
-
-def _import_framework(spec: str) -> None:
-    from perfcast.frontends import split_spec
-
-    kind = split_spec(spec)[0]
-    if kind == "timm":
-        import timm  # noqa: F401
-    elif kind in ("torchvision", "tv"):
-        import torchvision  # noqa: F401
-    elif kind == "hf":
-        import transformers  # noqa: F401
-
-
-def _optimizer(name: str, params):
-    import torch
-
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3)
-    if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=1e-4)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4)
-    raise PerfcastError(f"unknown optimizer {name!r}")
+    built = zoo_build(cfg.workload, device)
+    return built.module, built.args
 
 
 def make_step(model, inputs, cfg: MeasureConfig, device: str):
@@ -137,24 +74,13 @@ def make_step(model, inputs, cfg: MeasureConfig, device: str):
         return step
 
     model.train()
-    opt = _optimizer(cfg.optimizer, model.parameters())
+    opt = make_optimizer(cfg.optimizer, model.parameters())
     scaler = torch.amp.GradScaler(dev_type) if (cfg.precision == "amp" and dev_type == "cuda") else None
-
-    def _first_float(out):
-        if isinstance(out, torch.Tensor):
-            return out
-        if hasattr(out, "logits"):
-            return out.logits
-        if isinstance(out, (list, tuple)):
-            return out[0]
-        if isinstance(out, dict):
-            return next(iter(out.values()))
-        raise PerfcastError("model output has no tensor to compute a loss from")
 
     def step():
         opt.zero_grad(set_to_none=True)
         with autocast():
-            loss = _first_float(model(*inputs)).float().mean()
+            loss = first_float(model(*inputs)).float().mean()
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -256,7 +182,7 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     t_start = time.perf_counter()
-    _import_framework(cfg.model)  # library imports are not the model's memory
+    import_library(cfg.workload)  # library imports are not the model's memory
     gc.collect()
     rss0 = _rss_mb()
     torch.manual_seed(0)

@@ -11,7 +11,7 @@ import time
 from dataclasses import fields
 
 from perfcast.profiler.worker import RESULT_PREFIX
-from perfcast.store.db import Measurement, MeasureConfig
+from perfcast.store.db import MeasureConfig, Measurement
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -24,9 +24,9 @@ def main() -> int:
 
     from perfcast.profiler.env import fingerprint
     from perfcast.profiler.measure import is_oom, measure
-    from perfcast.store.db import Measurement, MeasureConfig
+    from perfcast.store.db import MeasureConfig, Measurement
 
-    cfg = MeasureConfig(**req["config"])
+    cfg = MeasureConfig.from_dict(req["config"])
     try:
         m = measure(cfg, warmup=req["warmup"], iters=req["iters"], device=req.get("torch_device"))
     except KeyboardInterrupt:

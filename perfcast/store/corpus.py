@@ -4,7 +4,7 @@ A corpus directory holds ``graphs/<key>.npz`` (one :class:`~perfcast.graph.Model
 written atomically) and ``index.csv`` (one line per graph, appended as each finishes). Building
 is resumable: a graph whose file exists is not rebuilt. Work is spread over worker processes,
 one task per model × input size; a model's inference graphs at several batch sizes come from one
-symbolic-batch trace (:func:`~perfcast.frontends.timm_graphs_for_batches`).
+symbolic-batch trace (:func:`~perfcast.frontends.build_graphs`).
 
 Sweeps are timm families (timm module names, e.g. ``resnet``, ``efficientnet``,
 ``vision_transformer``) × variants × input sizes × batch sizes × modes.
@@ -18,11 +18,11 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.errors import PerfcastError
-from perfcast.frontends import GraphRequest
+from perfcast.workload import Workload
 
 INDEX_FIELDS = ["key", "model", "family", "batch_size", "input_size", "mode", "precision",
                 "nodes", "edges", "macs", "params", "seconds", "status", "reason"]
@@ -30,17 +30,20 @@ INDEX_FIELDS = ["key", "model", "family", "batch_size", "input_size", "mode", "p
 
 @dataclass(frozen=True)
 class CorpusItem:
-    model: str
-    family: str
-    batch_size: int
-    input_size: int  # square side in pixels
-    mode: str = "infer"
-    precision: str = "fp32"
+    """One graph of a corpus: a workload and the family it is counted in."""
 
-    def request(self) -> GraphRequest:
-        return GraphRequest(spec=self.model, batch_size=self.batch_size,
-                            input_size=(3, self.input_size, self.input_size), mode=self.mode,
-                            precision=self.precision)
+    workload: Workload
+    family: str
+
+    @classmethod
+    def of(cls, model: str, family: str, batch_size: int, input_size, mode: str = "infer",
+           precision: str = "fp32") -> CorpusItem:
+        """``input_size``: a square side in pixels (``224``) or a per-sample shape."""
+        return cls(Workload.of(model, batch_size=batch_size, input_size=input_size, mode=mode,
+                               precision=precision), family)
+
+    def key(self) -> str:
+        return self.workload.key()
 
 
 def timm_families() -> dict[str, list[str]]:
@@ -75,7 +78,7 @@ def plan(families: Iterable[str] | None, variants_per_family: int | None,
             for size in input_sizes:
                 for b in batch_sizes:
                     for mode in modes:
-                        items.append(CorpusItem(f"timm:{name}", fam, b, size, mode))
+                        items.append(CorpusItem.of(f"timm:{name}", fam, b, size, mode))
     return items
 
 
@@ -94,7 +97,10 @@ def _worker_init() -> None:
 
 
 def _row(item: CorpusItem, key: str) -> dict:
-    return {**asdict(item), "key": key, "input_size": item.input_size}
+    w = item.workload
+    return {"key": key, "model": w.spec, "family": item.family, "batch_size": w.batch_size,
+            "input_size": w.input_size_text or (f"seq={w.seq_len}" if w.seq_len else ""),
+            "mode": w.mode, "precision": w.precision}
 
 
 def _failure(exc: BaseException, timeout: int) -> dict:
@@ -114,26 +120,23 @@ def _build_group(args: tuple[list[CorpusItem], str, int]) -> list[dict]:
     symbolic-batch trace (identical graphs, several times faster); if the model specialises on
     the batch, or for the rest, each graph is traced alone."""
     items, out_dir, timeout = args
-    from perfcast.cache import cache_key
-    from perfcast.frontends import build_graph, timm_graphs_for_batches
+    from perfcast.frontends import build_graph, build_graphs
 
     signal.signal(signal.SIGALRM, _alarm)
     rows: list[dict] = []
     single = list(items)
-    multi = [it for it in items if it.mode == "infer" and it.batch_size >= 2
-             and it.model.startswith("timm:")]
+    multi = [it for it in items if it.workload.mode == "infer"
+             and (it.workload.batch_size or 1) >= 2 and it.workload.model.kind == "timm"]
     if len(multi) >= 2:
         t = time.perf_counter()
         signal.alarm(timeout)
         try:
-            graphs = timm_graphs_for_batches(multi[0].model.split(":", 1)[1],
-                                             (3, multi[0].input_size, multi[0].input_size),
-                                             [it.batch_size for it in multi],
-                                             precision=multi[0].precision)
+            graphs = build_graphs(multi[0].workload, [it.workload.batch_size for it in multi])
             share = round((time.perf_counter() - t) / len(multi), 3)
             for it in multi:
-                key = cache_key(it.request())
-                rows.append({**_ok(_row(it, key), _save(graphs[it.batch_size], out_dir, key)),
+                key = it.key()
+                rows.append({**_ok(_row(it, key),
+                                   _save(graphs[it.workload.batch_size], out_dir, key)),
                              "seconds": share})
             single = [it for it in items if it not in multi]
         except Exception:  # noqa: BLE001 - _Timeout included: fall back to one trace each
@@ -141,13 +144,12 @@ def _build_group(args: tuple[list[CorpusItem], str, int]) -> list[dict]:
         finally:
             signal.alarm(0)
     for it in single:
-        req = it.request()
-        key = cache_key(req)
+        key = it.key()
         row = _row(it, key)
         t = time.perf_counter()
         signal.alarm(timeout)
         try:
-            _ok(row, _save(build_graph(req), out_dir, key))
+            _ok(row, _save(build_graph(it.workload), out_dir, key))
         except Exception as exc:  # noqa: BLE001 - every failure is recorded in the index
             row.update(_failure(exc, timeout))
         finally:
@@ -169,8 +171,6 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
 
     Returns counts by status; ``skipped`` counts items already in the index.
     """
-    from perfcast.cache import cache_key
-
     out = Path(out_dir)
     (out / "graphs").mkdir(parents=True, exist_ok=True)
     index = out / "index.csv"
@@ -178,7 +178,7 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
     if index.exists():
         with open(index, newline="") as f:
             done = {r["key"] for r in csv.DictReader(f)}
-    todo = [it for it in dict.fromkeys(items) if cache_key(it.request()) not in done]
+    todo = [it for it in dict.fromkeys(items) if it.key() not in done]
     counts = {"skipped": len(items) - len(todo), "ok": 0, "failed": 0, "timeout": 0}
     if limit is not None:
         todo = todo[:limit]
@@ -193,7 +193,9 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
             return counts
         groups: dict[tuple, list[CorpusItem]] = {}
         for it in todo:  # one task per model × input size × mode (see _build_group)
-            groups.setdefault((it.model, it.input_size, it.mode, it.precision), []).append(it)
+            wl = it.workload
+            groups.setdefault((wl.spec, wl.input_size, wl.seq_len, wl.mode, wl.precision),
+                              []).append(it)
         ctx = mp.get_context("fork")
         i = 0
         with ctx.Pool(max(1, workers), initializer=_worker_init, maxtasksperchild=25) as pool:

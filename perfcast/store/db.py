@@ -16,43 +16,68 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.workload import DEFAULT_OPTIMIZER, Workload
 
 STATUSES = ("ok", "oom", "timeout", "failed")
 
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    """One configuration to measure (what the store's key is made of)."""
+    """One configuration to measure — a :class:`~perfcast.workload.Workload` on the local device
+    ``device`` (its perfcast registry key) with ``threads`` CPU threads (``None``: torch's
+    default) — and a ``repeat`` index. What the store's key is made of (:func:`config_key`);
+    stored flat (:meth:`to_dict`)."""
 
-    model: str
-    batch_size: int = 1
-    input_size: str | None = None  # "3,224,224" per sample (vision); None for text models
-    seq_len: int | None = None
-    mode: str = "infer"  # infer | train
-    precision: str = "fp32"  # fp32 | amp | bf16 | fp16
-    optimizer: str = "sgd-momentum"
-    device: str = "cpu"  # perfcast device key of the local device
-    threads: int | None = None  # CPU threads (None: torch's default)
+    workload: Workload
+    device: str = "cpu"
+    threads: int | None = None
     repeat: int = 0
+
+    @classmethod
+    def of(cls, model: str, *, batch_size: int = 1, input_size=None, seq_len: int | None = None,
+           mode: str = "infer", precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
+           device: str = "cpu", threads: int | None = None, repeat: int = 0) -> MeasureConfig:
+        return cls(Workload.of(model, batch_size=batch_size, input_size=input_size,
+                               seq_len=seq_len, mode=mode, precision=precision,
+                               optimizer=optimizer), device, threads, repeat)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MeasureConfig:
+        """From the flat form (:meth:`to_dict`, a store row, a worker request)."""
+        known = ("model", "batch_size", "input_size", "seq_len", "mode", "precision",
+                 "optimizer", "device", "threads", "repeat")
+        kw = {k: d[k] for k in known if k in d and d[k] is not None}
+        return cls.of(kw.pop("model"), **kw)
+
+    # flat views (the store's columns)
+    model = property(lambda self: self.workload.spec)
+    batch_size = property(lambda self: int(self.workload.batch_size or 1))
+    input_size = property(lambda self: self.workload.input_size_text)
+    seq_len = property(lambda self: self.workload.seq_len)
+    mode = property(lambda self: self.workload.mode)
+    precision = property(lambda self: self.workload.precision)
+    optimizer = property(lambda self: self.workload.run_optimizer)
 
     def key(self) -> str:
         return config_key(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat dict: ``model, batch_size, input_size ("3,224,224" or None), seq_len, mode,
+        precision, optimizer (None for inference), device, threads, repeat``."""
+        return {"model": self.model, "batch_size": self.batch_size,
+                "input_size": self.input_size, "seq_len": self.seq_len, "mode": self.mode,
+                "precision": self.precision, "optimizer": self.optimizer,
+                "device": self.device, "threads": self.threads, "repeat": self.repeat}
 
 
 def config_key(cfg: MeasureConfig) -> str:
-    d = asdict(cfg)
-    if d["mode"] != "train":
-        d["optimizer"] = None
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
+    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -168,13 +193,11 @@ class MeasurementStore:
         if m.status not in STATUSES:
             raise PerfcastError(f"unknown status {m.status!r}")
         c = m.config
-        row = {**{k: v for k, v in asdict(c).items()},
+        row = {**c.to_dict(),
                "config_key": c.key(), "status": m.status, "reason": m.reason,
                "env_json": json.dumps(m.env, sort_keys=True),
                "created_at": m.created_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "perfcast_version": __version__}
-        if row["mode"] != "train":
-            row["optimizer"] = None
         for k in ("time_ms_median", "time_ms_mean", "time_ms_p10", "time_ms_p90", "time_ms_std",
                   "n", "warmup", "threads_used", "peak_tensor_mb", "rss_increase_mb",
                   "cuda_max_allocated_mb", "cuda_max_reserved_mb", "nvml_used_mb", "energy_j",

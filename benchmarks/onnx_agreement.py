@@ -1,7 +1,7 @@
 """Agreement between the PyTorch graph and the ONNX graph of the same model.
 
 The same model built through :func:`perfcast.frontends.torch_frontend.graph_from_module` and
-through ``torch.onnx.export`` + :func:`perfcast.frontends.onnx_frontend.graph_from_onnx` must
+through ``torch.onnx.export`` + :func:`perfcast.frontends.onnx.graph_from_onnx` must
 give the same op counts, modulo the exporter's documented decompositions, and total MACs
 within 2 %. :func:`compare_graphs` checks this as a *normalisation*:
 
@@ -24,6 +24,9 @@ difference list) to a one-line explanation, for docs and reports.
 
 Agreement = every compute group's count is equal after the rules, and total MACs agree within
 :data:`MACS_TOLERANCE` (2 %).
+
+A validation helper, never used at prediction time: it serves ``benchmarks/check_onnx_agreement.py``
+(run from the checkout; this folder is on ``sys.path``) and ``tests/test_onnx_agreement.py``.
 """
 
 from __future__ import annotations
@@ -193,7 +196,7 @@ def onnx_constant_nodes(model: Any) -> list[bool] | None:
     """Exact "computed from constants only" flags for the nodes of an ONNX model.
 
     ``model`` is a path or a ``ModelProto``. Local functions are inlined as
-    :func:`~perfcast.frontends.onnx_frontend.graph_from_onnx` does, so index ``i`` is node ``i``
+    :func:`~perfcast.frontends.onnx.graph_from_onnx` does, so index ``i`` is node ``i``
     of the ModelGraph built from the same file. Ops of the ``constant`` category (``Shape``,
     ``ConstantOfShape``, ``Range``…) read only static shapes, so they start no dependence.
     Returns ``None`` if the model cannot be read.
@@ -201,7 +204,7 @@ def onnx_constant_nodes(model: Any) -> list[bool] | None:
     import onnx
     import onnx.inliner
 
-    from perfcast.frontends.onnx_frontend import map_op_type
+    from perfcast.frontends.onnx import map_op_type
 
     try:
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(

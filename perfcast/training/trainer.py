@@ -14,42 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import PerfcastError
-
-REQUIRED_COLUMNS = ("model", "device", "mode", "precision", "batch_size")
-
-
-def load_training_data(path: str | os.PathLike) -> pd.DataFrame:
-    """Labeled records from a measurement store (``.db`` / SQLAlchemy URL / store export) or a
-    CSV/Parquet in the dataset schema (columns ``model, device, mode, precision, batch_size`` and
-    at least one of ``time_ms`` (ms per batch), ``memory_mb`` (MiB), ``energy_j`` (J))."""
-    from perfcast.datasets import load_measurements
-    from perfcast.datasets.local import _family
-
-    s = str(path)
-    p = Path(s)
-    if "://" not in s and not p.exists():
-        raise PerfcastError(f"training data not found: {p}")
-    if p.suffix in (".csv", ".parquet"):
-        try:
-            raw = pd.read_csv(p) if p.suffix == ".csv" else pd.read_parquet(p)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is a bad file
-            raise PerfcastError(f"{p}: unreadable ({type(exc).__name__}: {exc})") from None
-        if "time_ms_median" not in raw.columns:
-            missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
-            if missing:
-                raise PerfcastError(f"{p}: missing column(s) {', '.join(missing)} (need "
-                                    f"{', '.join(REQUIRED_COLUMNS)} and a target)")
-            if not {"time_ms", "memory_mb", "energy_j"} & set(raw.columns):
-                raise PerfcastError(f"{p}: no target column (time_ms, memory_mb or energy_j)")
-            df = raw.copy()
-            if "family" not in df.columns:
-                df["family"] = [_family(str(m)) or str(m) for m in df["model"]]
-            for c in ("input_size", "seq_len", "optimizer", "time_ms", "memory_mb", "energy_j"):
-                if c not in df.columns:
-                    df[c] = None
-            df["source"] = p.name
-            return df
-    return load_measurements(s)
+from perfcast.paths import package_data
 
 
 def hold_out_models(fs, n_held: int, seed: int):
@@ -69,8 +34,8 @@ def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None
               progress: Callable[[str, int, int], None] | None = None):
     """Fit predictor ``predictor`` on all records of ``df`` (a validation part of
     ``valid_fraction`` of the models, for early stopping, when there are ≥ 10 models)."""
+    from perfcast.labeled.frames import feature_set
     from perfcast.predictors import create_predictor
-    from perfcast.predictors.data import feature_set
 
     fs = feature_set(df, workers=workers, memsim=memsim, progress=progress)
     if len(fs) == 0:
@@ -113,9 +78,9 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
     import copy
 
     from perfcast.evaluation.metrics import mape
+    from perfcast.labeled.frames import feature_set
     from perfcast.predictors import load_predictor
-    from perfcast.predictors.data import feature_set
-    from perfcast.predictors.shipped import manifest, shipped_dir
+    from perfcast.training.shipped import manifest, shipped_dir
 
     if transfer not in TRANSFER_RECIPES:
         raise PerfcastError(f"unknown transfer recipe {transfer!r} (use {', '.join(TRANSFER_RECIPES)})")
@@ -127,7 +92,9 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
                                 f"model of that id (shipped: {', '.join(sorted(ids)) or 'none'})")
         src = shipped_dir() / ids[init_from]["path"]
     pred = load_predictor(src)
-    df = load_training_data(data)
+    from perfcast.datasets import load_labeled
+
+    df = load_labeled(data)
     if device:
         df = df[df["device"].astype(str) == device]
     if len(df) == 0:
@@ -188,7 +155,7 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
 
 
 def write_manifest(entries: list[dict[str, Any]], root: Path) -> Path:
-    from perfcast.predictors.features import FEATURE_LAYOUT_VERSION
+    from perfcast.features.records import FEATURE_LAYOUT_VERSION
 
     root.mkdir(parents=True, exist_ok=True)
     path = root / "manifest.json"
@@ -199,11 +166,12 @@ def write_manifest(entries: list[dict[str, Any]], root: Path) -> Path:
     return path
 
 
-RECIPES_DIR = Path(__file__).parent / "recipes"
+RECIPES_DIR = package_data("training", "recipes")
 
 
 def load_recipe(name: str) -> dict[str, Any]:
-    """A training recipe: ``perfcast/predictors/recipes/<name>.json`` or a JSON file path."""
+    """A training recipe: ``perfcast/training/recipes/<name>.json`` (package data) or a JSON file
+    path."""
     p = Path(name)
     if not p.exists():
         p = RECIPES_DIR / f"{name}.json"
@@ -224,26 +192,37 @@ def _entry_task(e: dict[str, Any]):
                 memsim=bool(e.get("memsim")), drop_impossible=bool(e.get("drop_impossible")))
 
 
+def default_recipe_dir(name: str) -> Path:
+    """Where :func:`train_recipe` writes when no ``out_dir`` is given:
+    ``data_home()/models/<recipe>`` (use it with ``PERFCAST_SHIPPED_DIR``)."""
+    from perfcast.paths import data_home
+
+    return data_home() / "models" / Path(name).stem
+
+
 def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = None,
                  workers: int = 2, only: list[str] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 memsim_seed: str | os.PathLike | None = None) -> dict[str, Any]:
     """Train every entry of a recipe on all its (visible) records and write the models plus
-    ``manifest.json`` to ``out_dir`` (default: the package's shipped directory). An entry with
-    ``split_by`` trains one model per value combination (e.g. device × mode × precision)."""
+    ``manifest.json`` to ``out_dir`` (default: :func:`default_recipe_dir` — never into the
+    installed package; rebuilding the shipped models is ``out_dir="perfcast/training/shipped"``
+    from a checkout). An entry with ``split_by`` trains one model per value combination (e.g.
+    device × mode × precision). ``memsim_seed``: see :meth:`perfcast.evaluation.tasks.Task.load`."""
     import numpy as np
 
     from perfcast.predictors import create_predictor
-    from perfcast.predictors.shipped import manifest, shipped_dir
+    from perfcast.training.shipped import manifest
 
     recipe = load_recipe(name)
-    root = Path(out_dir) if out_dir else shipped_dir()
+    root = Path(out_dir) if out_dir else default_recipe_dir(name)
     t_all = time.perf_counter()
     old = {e["id"]: e for e in manifest(root)} if only else {}
     entries: list[dict[str, Any]] = []
     for rank, e in enumerate(recipe["entries"]):
         if only and e["id"] not in only:
             continue
-        data = _entry_task(e).load(workers=workers, progress=progress)
+        data = _entry_task(e).load(workers=workers, progress=progress, memsim_seed=memsim_seed)
         fs = data.fs
         groups: list[tuple[str, np.ndarray]] = [(e["id"], np.arange(len(fs)))]
         if e.get("split_by"):

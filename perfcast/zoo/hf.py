@@ -1,4 +1,4 @@
-"""Hugging Face ``hf:`` frontend, model-building half: config -> weightless ``nn.Module``.
+"""The zoo's ``hf:`` builder: a Hugging Face config → a weightless ``nn.Module`` and its inputs.
 
 The spec after ``hf:`` is resolved to a ``transformers`` config, in this order:
 
@@ -34,6 +34,8 @@ import torch
 from torch import nn
 
 from perfcast.errors import ModelSpecError
+from perfcast.paths import package_data
+from perfcast.workload import MODES
 
 if TYPE_CHECKING:  # pragma: no cover
     import transformers
@@ -51,14 +53,13 @@ __all__ = [
 #: Sequence length used when the caller gives none (same for encoders and decoders).
 DEFAULT_SEQ_LEN = 128
 
-CONFIG_DIR = Path(__file__).with_name("hf_configs")
+CONFIG_DIR = package_data("zoo", "hf_configs")
 
 #: ``architectures`` entries of old public configs that no longer exist in ``transformers``.
 _RENAMED_ARCHITECTURES = {
     "T5WithLMHeadModel": "T5ForConditionalGeneration",
 }
 
-_MODES = ("infer", "train")
 
 
 # --------------------------------------------------------------------------- shipped table
@@ -263,8 +264,8 @@ def build_hf_model(config, mode: str = "infer", *, dtype: torch.dtype | None = N
     ``torch_dtype`` (float16 for Llama-2, bfloat16 for Mistral ...) is ignored so that the
     precision is always the caller's choice.
     """
-    if mode not in _MODES:
-        raise ModelSpecError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+    if mode not in MODES:
+        raise ModelSpecError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     config.use_cache = False
     for sub in ("text_config", "decoder"):
         sub_cfg = getattr(config, sub, None)
@@ -445,3 +446,34 @@ def load_hf(
     wrapper = HFWrapper(model)
     wrapper.train(mode == "train")
     return wrapper, args, model_id
+
+
+# --------------------------------------------------------------------------- the zoo's builder
+
+
+def _build(workload, device: str):
+    """``hf:`` builder of :func:`perfcast.zoo.build_model`: the :class:`HFWrapper` on meta (or
+    random-init on a real device) and token-id inputs (zeros on meta, ``randint`` otherwise)."""
+    from perfcast.zoo import finish
+
+    batch = workload.batch_size or 1
+    seq = DEFAULT_SEQ_LEN if workload.seq_len is None else workload.seq_len
+    if device == "meta":
+        wrapper, args, model_id = load_hf(workload.model.name, batch, seq, workload.mode)
+        return finish(wrapper, args, f"hf:{model_id}", (seq,), device)
+    config, model_id = resolve_hf_config(workload.model.name)
+    meta_model = build_hf_model(config, workload.mode)  # picks the architecture class
+    meta_args, _ = hf_example_inputs(config, meta_model, batch, seq)
+    wrapper = HFWrapper(meta_model.__class__(meta_model.config))  # real, random init
+    vocab = int(getattr(config, "vocab_size", 1000) or 1000)
+    args = tuple(torch.randint(0, vocab, tuple(a.shape)).to(device) for a in meta_args)
+    return finish(wrapper, args, f"hf:{model_id}", (seq,), device)
+
+
+def _register() -> None:
+    from perfcast.zoo import register_builder
+
+    register_builder("hf", _build, lambda w: (DEFAULT_SEQ_LEN if w.seq_len is None else w.seq_len,))
+
+
+_register()

@@ -5,7 +5,7 @@
 ``index.csv`` is read as a plain directory of ``.npz`` graphs (``<dir>/graphs/*.npz`` or
 ``<dir>/*.npz``). Each graph becomes a PyG ``Data`` with only ``x`` (float32 node matrix, the
 layout :func:`perfcast.features.encode.node_matrix` computes — the ``x`` of
-:func:`perfcast.predictors.features.graph_data`) and ``edge_index`` (int64, the graph's directed
+:func:`perfcast.features.records.graph_data`) and ``edge_index`` (int64, the graph's directed
 data-flow edges), to keep a large corpus in RAM: ``x`` is stored as float16 (≈ 0.35 KB per node of 177
 features, + edges), so ≈ 0.2 GB per 1,000 graphs of 500 nodes; training casts to float32.
 """

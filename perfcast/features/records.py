@@ -1,10 +1,20 @@
-"""What every predictor learns from: a :class:`FeatureSet` of records.
+"""Record-level features: what every predictor learns from — a :class:`FeatureSet` of records.
 
-A record is one measured (or to-be-predicted) configuration: model × device × mode × precision ×
-batch size. Records share graphs (one forward graph per model and input size, see
-:mod:`perfcast.predictors.graphs`), so a feature set holds the unique graphs once
-(``graphs`` — PyG ``Data``) and per record an index into them (``graph_index``), a static
-vector (``static``, names in ``static_names``) and the targets ``y`` (``NaN`` = no label).
+A record is one measured (or to-be-predicted) configuration: a
+:class:`~perfcast.workload.Workload` on a device. Like DIPPM and TraPPM (which learn training
+step time and memory from a model's forward ONNX graph), the learned predictors read the
+**forward** graph of the model — its *learning graph* (:func:`learning_workload`: inference,
+fp32, batch :data:`REF_BATCH` = 1, a per-sample view of the work) — and receive the batch size,
+mode, precision and optimizer as static features; batch-dependent static features (MACs, FLOPs,
+activation bytes) are rescaled to the record's batch (:func:`static_features`). Measured here:
+a training graph costs 8–24 s to build for a timm model against ~1 s for the forward graph, and
+one forward graph per (model, input size) serves every batch, mode and precision — ~1,900
+graphs for the 13,000 public records, and one graph per prediction whatever the batch (what
+``perfcast fit`` needs).
+
+Records share graphs, so a feature set holds the unique graphs once (``graphs`` — PyG ``Data``)
+and per record an index into them (``graph_index``), a static vector (``static``, names in
+``static_names``) and the targets ``y`` (``NaN`` = no label).
 
 Targets and units: ``time_ms`` (per batch: latency or training step), ``memory_mb`` (MiB, peak),
 ``energy_j`` (J per batch).
@@ -21,19 +31,20 @@ import pandas as pd
 
 from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
-from perfcast.features.encode import _DTYPE_BYTES
-from perfcast.features.encode import FEATURE_LAYOUT_VERSION as GRAPH_LAYOUT
+from perfcast.features.encode import _DTYPE_BYTES, GRAPH_LAYOUT_VERSION
 from perfcast.graph import ModelGraph
+from perfcast.workload import DEFAULT_OPTIMIZER, OPTIMIZERS, PRECISIONS, Workload
+
+#: Batch size every learning graph is built at.
+REF_BATCH = 1
 
 #: Targets the predictors know, in this order.
 TARGETS: tuple[str, ...] = ("time_ms", "memory_mb", "energy_j")
 
-#: Bump when a column of :data:`STATIC_NAMES` (or the graph layout) changes meaning or order.
-FEATURE_LAYOUT_VERSION = f"{GRAPH_LAYOUT}-static2"
-
-MODES = ("infer", "train")
-PRECISIONS = ("fp32", "amp", "fp16", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+#: Layout of a record's features (graph layout + :data:`STATIC_NAMES`): predictors store it with
+#: their weights and refuse to load against another. Bump when a column of
+#: :data:`STATIC_NAMES` (or the graph layout) changes meaning or order.
+FEATURE_LAYOUT_VERSION = f"{GRAPH_LAYOUT_VERSION}-static2"
 
 #: Static features of a record (graph aggregates rescaled to the record's batch; magnitudes
 #: are log1p). ``memsim`` columns hold the tensor-memory simulation of the record's real
@@ -59,6 +70,23 @@ BASELINE_STATIC = STATIC_NAMES
 
 def _l(x: float) -> float:
     return math.log1p(max(0.0, float(x)))
+
+
+def learning_workload(w: Workload) -> Workload:
+    """The workload whose graph the learned predictors read: the same model and input size or
+    sequence length, forward (inference), fp32, batch :data:`REF_BATCH` (and the default
+    optimizer, which an inference graph does not use: records of one model share it)."""
+    return w.replace(batch_size=REF_BATCH, mode="infer", precision="fp32",
+                     optimizer=DEFAULT_OPTIMIZER)
+
+
+def record_workload(rec) -> Workload | None:
+    """The workload of a dataset record, or ``None`` when perfcast has none for it (no model,
+    ``fp64``, an input perfcast cannot give the model)."""
+    try:
+        return Workload.from_record(rec)
+    except PerfcastError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -101,15 +129,15 @@ class GraphSummary:
                    relu=relu)
 
 
-def static_features(s: GraphSummary, batch_size: int, mode: str, precision: str,
-                    optimizer: str | None = None, memsim_mb: float | None = None) -> np.ndarray:
-    """The :data:`STATIC_NAMES` vector of one record (float32)."""
-    if batch_size is None or int(batch_size) <= 0:
-        raise PerfcastError(f"batch size must be a positive integer, got {batch_size!r}")
-    if mode not in MODES:
-        raise PerfcastError(f"unknown mode {mode!r} (use {' or '.join(MODES)})")
-    if precision not in PRECISIONS:
-        raise PerfcastError(f"unknown precision {precision!r} (use {', '.join(PRECISIONS)})")
+def static_features(s: GraphSummary, workload: Workload,
+                    memsim_mb: float | None = None) -> np.ndarray:
+    """The :data:`STATIC_NAMES` vector of one record (float32): the workload's batch, mode,
+    precision and optimizer (one-hot; all zero when the record does not say which) with the
+    graph's aggregates rescaled to that batch, and the simulated tensor peak when given."""
+    batch_size, mode, precision = workload.batch_size, workload.mode, workload.precision
+    if batch_size is None or precision is None:
+        raise PerfcastError("static features need the workload's batch size and precision")
+    optimizer = workload.train_optimizer
     k = float(batch_size) / max(1, s.batch)
     act = s.activation_bytes * k
     v = [_l(batch_size), _l(s.nodes), _l(s.edges), _l(s.macs * k), _l(s.params),
@@ -118,7 +146,7 @@ def static_features(s: GraphSummary, batch_size: int, mode: str, precision: str,
          _l(s.macs / max(1, s.batch)), _l(s.activation_bytes / max(1, s.batch)),
          _l(s.max_node_bytes * k), float(mode == "train"),
          *(float(precision == p) for p in PRECISIONS),
-         *(float(mode == "train" and optimizer == o) for o in OPTIMIZERS),
+         *(float(optimizer == o) for o in OPTIMIZERS),
          _l(memsim_mb or 0.0), float(memsim_mb is not None)]
     return np.asarray(v, dtype=np.float32)
 
@@ -141,7 +169,6 @@ def graph_data(g: ModelGraph):
     d.op_bytes = torch.tensor(moved, dtype=torch.float64)
     d.op_index = torch.tensor([_ops.op_index(n.op) for n in g.nodes], dtype=torch.long)
     d.ref_batch = int(g.meta.batch_size or 1)
-    del d.static  # record-level statics live in FeatureSet.static
     return d
 
 
@@ -183,48 +210,47 @@ class FeatureSet:
         return self.rows["family"].astype(str).to_numpy()
 
 
-def build_feature_set(df: pd.DataFrame, graph_of: Callable[[dict], ModelGraph | None],
-                      memsim_of: Callable[[dict], float | None] | None = None,
+def build_feature_set(df: pd.DataFrame, graph_of: Callable[[Workload], ModelGraph | None],
+                      memsim_of: Callable[[Workload], float | None] | None = None,
                       progress: Callable[[int, int], None] | None = None) -> FeatureSet:
-    """Feature set of ``df``'s records (dataset schema). ``graph_of(record)`` returns the learning
-    graph of a record or ``None`` (the record is dropped and counted in
-    ``rows.attrs['dropped']``); ``memsim_of(record)`` returns the simulated tensor peak (MiB) or
-    ``None``."""
-    from perfcast.predictors.graphs import item_of
-
-    keep, gidx, statics = [], [], []
+    """Feature set of ``df``'s records (dataset schema). ``graph_of(learning workload)`` returns
+    the learning graph of a record or ``None`` (the record is dropped and counted in
+    ``rows.attrs['dropped']``, as records without a workload are); ``memsim_of(workload)``
+    returns the simulated tensor peak (MiB) of the record's own workload or ``None``. ``rows``
+    gains ``graph_key``, the key of the learning graph each record used."""
+    keep, gidx, statics, keys = [], [], [], []
     graphs: list = []
     summaries: list[GraphSummary] = []
-    by_item: dict = {}
+    by_graph: dict[Workload, int | None] = {}
     dropped = 0
     recs = df.to_dict("records")
     for i, rec in enumerate(recs):
         if progress:
             progress(i, len(recs))
-        it = item_of(rec)
-        if it is None:
+        w = record_workload(rec)
+        if w is None:
             dropped += 1
             continue
-        if it not in by_item:
-            g = graph_of(rec)
+        lw = learning_workload(w)
+        if lw not in by_graph:
+            g = graph_of(lw)
             if g is None:
-                by_item[it] = None
+                by_graph[lw] = None
             else:
-                by_item[it] = len(graphs)
+                by_graph[lw] = len(graphs)
                 graphs.append(graph_data(g))
                 summaries.append(GraphSummary.of(g))
-        j = by_item[it]
+        j = by_graph[lw]
         if j is None:
             dropped += 1
             continue
-        opt = rec.get("optimizer")
-        opt = opt if isinstance(opt, str) else None
-        mem = memsim_of(rec) if memsim_of else None
-        statics.append(static_features(summaries[j], int(rec["batch_size"]), str(rec["mode"]),
-                                       str(rec["precision"]), opt, mem))
+        mem = memsim_of(w) if memsim_of else None
+        statics.append(static_features(summaries[j], w, mem))
         gidx.append(j)
         keep.append(i)
+        keys.append(lw.key() if lw.model.cacheable else None)
     rows = df.iloc[keep].reset_index(drop=True)
+    rows["graph_key"] = pd.Series(keys, index=rows.index, dtype=object)
     y = np.full((len(rows), len(TARGETS)), np.nan)
     for j, t in enumerate(TARGETS):
         if t in rows.columns:

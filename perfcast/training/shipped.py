@@ -1,9 +1,10 @@
-"""The predictors shipped inside the package (``perfcast/predictors/shipped/``).
+"""The predictors shipped inside the package (``perfcast/training/shipped/``, package data).
 
 ``manifest.json`` lists one entry per trained model: ``id``, ``device``, ``mode``,
 ``precision``, ``targets``, ``predictor`` (registry name), ``path`` (directory beside the
 manifest), ``memsim`` (the model reads the tensor-memory simulation), ``trained_on``.
-Rebuilt by ``perfcast train --recipe default`` (see :mod:`perfcast.predictors.train`).
+Rebuilt from a checkout by ``perfcast train --recipe default --out perfcast/training/shipped``
+(see :mod:`perfcast.training.trainer`).
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.paths import package_data
 
-SHIPPED_DIR = Path(__file__).parent / "shipped"
 MANIFEST = "manifest.json"
 
 
 def shipped_dir() -> Path:
     """``$PERFCAST_SHIPPED_DIR`` or the package's ``shipped/`` directory."""
     env = os.environ.get("PERFCAST_SHIPPED_DIR")
-    return Path(env) if env else SHIPPED_DIR
+    return Path(env) if env else package_data("training", "shipped")
 
 
 def manifest(root: Path | None = None) -> list[dict[str, Any]]:

@@ -61,7 +61,7 @@ def pretrain(corpus, out: str | os.PathLike, *, method: str = "gae", hidden: int
              progress: Callable[[int, int, dict], None] | None = None) -> PretrainResult:
     """Pre-train an encoder on an unlabeled corpus and checkpoint it in ``out``.
 
-    ``corpus``: a corpus directory (:func:`~perfcast.pretrain.corpus.load_corpus`; ``limit``
+    ``corpus``: a corpus directory (:func:`~perfcast.pretrain.dataset.load_corpus`; ``limit``
     and ``workers`` apply) or an already loaded list of PyG ``Data``. ``method``: ``gae``
     (TraPPM) or ``graphmae``. ``hidden``: the embedding width c (paper 512; 128 by default for
     2 CPU cores); ``layers``, ``dropout`` (default 0.5 for gae, 0.2 for graphmae),
@@ -76,7 +76,7 @@ def pretrain(corpus, out: str | os.PathLike, *, method: str = "gae", hidden: int
     """
     import torch
 
-    from perfcast.pretrain.corpus import load_corpus, node_stats
+    from perfcast.pretrain.dataset import load_corpus, node_stats
     from perfcast.pretrain.models import DEFAULT_DROPOUT, METHODS, build, gae_loss
 
     if method not in METHODS:
@@ -219,7 +219,7 @@ def pretrain(corpus, out: str | os.PathLike, *, method: str = "gae", hidden: int
 
 
 def _feature_layout() -> str:
-    from perfcast.predictors.features import FEATURE_LAYOUT_VERSION
+    from perfcast.features.records import FEATURE_LAYOUT_VERSION
 
     return FEATURE_LAYOUT_VERSION
 

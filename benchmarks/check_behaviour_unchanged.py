@@ -1,0 +1,291 @@
+"""Same requests, same answers: predict a fixed set of requests and compare with a reference.
+
+    # answers of the code in this checkout, in EMPTY caches, written to a file
+    .venv/bin/python benchmarks/check_behaviour_unchanged.py --out /tmp/after.json
+    # compare two answer files (exit 1 on a difference not listed as expected)
+    .venv/bin/python benchmarks/check_behaviour_unchanged.py --compare reports/behaviour/before.json /tmp/after.json
+    # both at once: run, then compare with the recorded reference
+    .venv/bin/python benchmarks/check_behaviour_unchanged.py --against reports/behaviour/before.json
+
+The reference ``reports/behaviour/before.json`` was produced by this script on commit 700913d
+(before the redesign of issue #12) with ``PYTHONPATH`` pointing at a worktree of that commit.
+50 predictions (timm CNNs and ViTs, torchvision, ``hf:`` transformers, an ONNX file; inference
+and training; 12 devices; shipped, user-chosen and fallback predictors) plus the decisions
+(MIG, fit, cost, rank) and a few refused requests, each through the public Python API. Values
+are compared exactly (JSON floats), notes included. ``EXPECTED_CHANGES`` lists the requests
+whose answer is meant to change, and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+IMG = "3,224,224"
+
+# (id, model, keywords of perfcast.predict)
+PREDICTIONS: list[tuple[str, str, dict]] = [
+    # timm CNNs on the devices with learned models
+    ("resnet18-rtx4090-infer-amp-b1", "timm:resnet18", dict(device="rtx4090", precision="amp")),
+    ("resnet50-rtx4090-infer-amp-b256", "timm:resnet50",
+     dict(device="rtx4090", batch_size=256, precision="amp")),
+    ("resnet50-rtx4090-infer-amp-b8-dippm", "timm:resnet50",
+     dict(device="rtx4090", batch_size=8, precision="amp", predictor="dippm")),
+    ("mobilenetv3-rtx3090-infer-amp-b32", "timm:mobilenetv3_large_100",
+     dict(device="rtx3090", batch_size=32, precision="amp")),
+    ("efficientnet_b0-rtx3090-train-auto-b64", "timm:efficientnet_b0",
+     dict(device="rtx3090", batch_size=64, mode="train")),
+    ("resnet50-rtx3090-train-amp-b32-trappm", "timm:resnet50",
+     dict(device="rtx3090", batch_size=32, mode="train", precision="amp", predictor="trappm")),
+    ("convnext_tiny-rtx3090-train-amp-b16-dippm", "timm:convnext_tiny",
+     dict(device="rtx3090", batch_size=16, mode="train", precision="amp", predictor="dippm")),
+    ("resnet50-a100-train-fp32-b32", "timm:resnet50",
+     dict(device="a100-40gb", batch_size=32, mode="train")),
+    ("resnet50-a100-train-fp32-b256", "timm:resnet50",
+     dict(device="a100-40gb", batch_size=256, mode="train")),
+    ("resnet50-a100-train-fp32-b32-trappm", "timm:resnet50",
+     dict(device="a100-40gb", batch_size=32, mode="train", predictor="trappm")),
+    ("convnext_tiny-a100-train-adam-b16", "timm:convnext_tiny",
+     dict(device="a100-40gb", batch_size=16, mode="train", optimizer="adam")),
+    ("resnet18-a100-infer-b64", "timm:resnet18", dict(device="a100-40gb", batch_size=64)),
+    ("efficientnet_b0-i9-infer-b1", "timm:efficientnet_b0", dict(device="i9-10940x")),
+    ("efficientnet_b0-i9-infer-b1-nnlqp", "timm:efficientnet_b0",
+     dict(device="i9-10940x", predictor="nnlqp")),
+    ("regnety_008-i7-infer-b1", "timm:regnety_008", dict(device="i7-12700h")),
+    ("regnety_008-i7-infer-b1-mlp", "timm:regnety_008", dict(device="i7-12700h", predictor="mlp")),
+    ("resnet50-cpu-infer-b1", "timm:resnet50", dict(device="cpu")),
+    ("mobilenetv3-cpu-infer-b4", "timm:mobilenetv3_large_100", dict(device="cpu", batch_size=4)),
+    ("resnet18-cpu-train-b8", "timm:resnet18", dict(device="cpu", batch_size=8, mode="train")),
+    ("resnet18-cpu-infer-160px-b2", "timm:resnet18",
+     dict(device="cpu", batch_size=2, input_size="3,160,160")),
+    ("resnet50-h100-infer-fp32-b32", "timm:resnet50", dict(device="h100-sxm", batch_size=32)),
+    ("resnet50-h100-train-bf16-b64", "timm:resnet50",
+     dict(device="h100-sxm", batch_size=64, mode="train", precision="bf16")),
+    ("mobilenetv3-l4-infer-fp16-b16", "timm:mobilenetv3_large_100",
+     dict(device="l4", batch_size=16, precision="fp16")),
+    ("resnet50-rtx4090-roofline-b64", "timm:resnet50",
+     dict(device="rtx4090", batch_size=64, precision="amp", predictor="roofline")),
+    ("resnet50-v100-train-amp-b32", "timm:resnet50",
+     dict(device="v100-16gb", batch_size=32, mode="train", precision="amp")),
+    # ViTs
+    ("vit_tiny-rtx4090-infer-amp-b32", "timm:vit_tiny_patch16_224",
+     dict(device="rtx4090", batch_size=32, precision="amp")),
+    ("vit_small-cpu-infer-b2", "timm:vit_small_patch16_224", dict(device="cpu", batch_size=2)),
+    ("vit_small-rtx3090-train-amp-b32", "timm:vit_small_patch16_224",
+     dict(device="rtx3090", batch_size=32, mode="train", precision="amp")),
+    ("deit_tiny-a100-train-fp32-b64", "timm:deit_tiny_patch16_224",
+     dict(device="a100-40gb", batch_size=64, mode="train")),
+    ("swin_tiny-rtx4090-infer-amp-b8", "timm:swin_tiny_patch4_window7_224",
+     dict(device="rtx4090", batch_size=8, precision="amp")),
+    ("vit_tiny-h100-infer-320px", "timm:vit_tiny_patch16_224",
+     dict(device="h100-sxm", input_size="3,320,320")),
+    ("vit_tiny-a100-train-288px-b16", "timm:vit_tiny_patch16_224",
+     dict(device="a100-40gb", batch_size=16, mode="train", input_size="3,288,288")),
+    # torchvision (the shipped TITAN / 2080 Ti models learned from torchvision records)
+    ("tv-resnet18-titan-rtx-infer-fp32-b12", "torchvision:resnet18",
+     dict(device="titan-rtx", batch_size=12, precision="fp32")),
+    ("tv-resnet50-titan-xp-train-fp16-b12", "torchvision:resnet50",
+     dict(device="titan-xp", batch_size=12, mode="train", precision="fp16")),
+    ("tv-mobilenet_v2-2080ti-infer-fp16-b12", "torchvision:mobilenet_v2",
+     dict(device="rtx2080ti", batch_size=12, precision="fp16")),
+    ("tv-densenet121-2080ti-train-fp32-b64", "torchvision:densenet121",
+     dict(device="rtx2080ti", batch_size=64, mode="train", precision="fp32")),
+    ("tv-resnet18-cpu-infer-b1", "torchvision:resnet18", dict(device="cpu")),
+    # Hugging Face transformers
+    ("bert-base-cpu-infer-seq128", "hf:bert-base-uncased", dict(device="cpu", seq_len=128)),
+    ("bert-base-a100-train-seq128-b16", "hf:bert-base-uncased",
+     dict(device="a100-40gb", batch_size=16, mode="train", seq_len=128)),
+    ("gpt2-rtx4090-infer-amp-seq256-b4", "hf:gpt2",
+     dict(device="rtx4090", batch_size=4, seq_len=256, precision="amp")),
+    ("gpt2-h100-infer-fp16-seq512", "hf:gpt2", dict(device="h100-sxm", seq_len=512, precision="fp16")),
+    ("distilbert-a100-train-adamw-b8", "hf:distilbert-base-uncased",
+     dict(device="a100-40gb", batch_size=8, mode="train", optimizer="adamw")),
+    ("t5-small-cpu-infer-seq64", "hf:t5-small", dict(device="cpu", seq_len=64)),
+    ("llama2-7b-h100-infer-bf16-seq2048", "hf:meta-llama/Llama-2-7b-hf",
+     dict(device="h100-sxm", seq_len=2048, precision="bf16")),
+    # ONNX
+    ("onnx-cpu-infer-b1", "ONNX", dict(device="cpu")),
+    ("onnx-rtx4090-infer-amp-b16", "ONNX", dict(device="rtx4090", batch_size=16, precision="amp")),
+    ("onnx-a100-infer-b4", "ONNX", dict(device="a100-40gb", batch_size=4)),
+    ("onnx-i9-infer-b1-xgboost", "ONNX", dict(device="i9-10940x", predictor="xgboost")),
+    ("onnx-cpu-train-b1", "ONNX", dict(device="cpu", mode="train", batch_size=1)),
+    # defaults chosen by perfcast (batch, precision)
+    ("resnet18-rtx3090-train-defaults", "timm:resnet18", dict(device="rtx3090", mode="train")),
+    ("resnet18-a100-train-defaults", "timm:resnet18", dict(device="a100-40gb", mode="train")),
+]
+
+# (id, model, keywords) that must be refused; the error class and message are recorded
+REFUSALS: list[tuple[str, str, dict]] = [
+    ("refuse-negative-batch", "timm:resnet18", dict(device="cpu", batch_size=-1)),
+    ("refuse-unknown-device", "timm:resnet18", dict(device="no-such-gpu")),
+    ("refuse-unknown-precision", "timm:resnet18", dict(device="cpu", precision="fp8")),
+    ("refuse-seq-len-on-image-model", "timm:resnet18", dict(device="cpu", seq_len=128)),
+    ("refuse-two-dim-image-input", "timm:resnet18", dict(device="cpu", input_size="3,224")),
+]
+
+EXPECTED_CHANGES = {
+    "vit_tiny-h100-infer-320px": "issue #12: the simulation's model builder dropped img_size "
+                                 "('Input height (320) doesn't match model (224)'); "
+                                 "memory_mb now answers",
+    "vit_tiny-a100-train-288px-b16": "issue #12: same bug — the simulation failed at 288 px, so "
+                                     "the A100 memory model that reads it was skipped; now it "
+                                     "answers with the simulation",
+    "refuse-seq-len-on-image-model": "issue #12: --seq-len on an image model was silently "
+                                     "ignored; now refused",
+    "refuse-two-dim-image-input": "issue #12: '3,224' was read as a 1-channel input and failed "
+                                  "as a trace error; now refused as bad input",
+}
+
+
+def _onnx_file(folder: Path) -> str:
+    """A small conv net as an ONNX file, built from ``onnx.helper`` (same bytes every run)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def init(name, shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    inits = [init("w1", (16, 3, 3, 3)), init("b1", (16,)), init("w2", (32, 16, 3, 3)),
+             init("b2", (32,)), init("fc_w", (10, 32)), init("fc_b", (10,))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="perfcast-behaviour-check")
+    path = folder / "convnet.onnx"
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _clean(obj, onnx_path: str):
+    """JSON-able copy with the temporary ONNX path replaced by ``ONNX``."""
+    if isinstance(obj, dict):
+        return {k: _clean(v, onnx_path) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v, onnx_path) for v in obj]
+    if isinstance(obj, str):
+        return obj.replace(onnx_path, "ONNX")
+    return obj
+
+
+def run_all(only: list[str] | None = None) -> dict:
+    import perfcast
+    from perfcast.errors import PerfcastError
+
+    folder = Path(tempfile.mkdtemp(prefix="perfcast-behaviour-"))
+    onnx_path = _onnx_file(folder)
+    results: dict[str, dict] = {}
+
+    def record(rid: str, fn) -> None:
+        if only and rid not in only:
+            return
+        t = time.perf_counter()
+        try:
+            value = {"ok": fn()}
+        except PerfcastError as exc:
+            value = {"error": type(exc).__name__, "message": str(exc)}
+        results[rid] = _clean(value, onnx_path)
+        print(f"{time.perf_counter() - t:6.1f} s  {rid}", file=sys.stderr, flush=True)
+
+    for rid, model, kw in PREDICTIONS + REFUSALS:
+        spec = onnx_path if model == "ONNX" else model
+        record(rid, lambda spec=spec, kw=kw: perfcast.predict(spec, **kw).to_dict())
+    record("mig-densenet121-a100-b32", lambda: perfcast.recommend_mig(
+        "timm:densenet121", device="a100-40gb", batch_size=32).to_dict())
+    record("mig-resnet50-a100-b64-slo", lambda: perfcast.recommend_mig(
+        "timm:resnet50", device="a100-40gb", batch_size=64, latency_slo_ms=50).to_dict())
+    record("fit-resnet18-a100-infer-1g", lambda: perfcast.max_batch_size(
+        "timm:resnet18", device="a100-40gb", mode="infer", mig_profile="1g.5gb").to_dict())
+    record("fit-resnet50-a100-train", lambda: perfcast.max_batch_size(
+        "timm:resnet50", device="a100-40gb", mode="train").to_dict())
+    record("cost-resnet18-a100-train-10ep", lambda: perfcast.estimate_cost(
+        "timm:resnet18", device="a100-40gb", mode="train", batch_size=64, epochs=10,
+        dataset_size=1_281_167, region="FRA").to_dict())
+    record("cost-given-time", lambda: perfcast.estimate_cost(
+        device="a100-40gb", time_ms=350, iterations=200_000, price_per_hour=2.934).to_dict())
+    record("rank-resnet18-3dev-b64", lambda: perfcast.rank(
+        "timm:resnet18", devices="rtx3090,rtx4090,a100-40gb", batch_size=64).to_dict())
+    record("rank-resnet50-all-train-b64", lambda: perfcast.rank(
+        "timm:resnet50", devices="all", batch_size=64, mode="train").to_dict())
+    return results
+
+
+def compare(before: dict, after: dict) -> int:
+    """Print differences; return the number of unexpected ones."""
+    bad = 0
+    for rid in sorted(set(before) | set(after)):
+        a, b = before.get(rid), after.get(rid)
+        if a == b:
+            continue
+        why = EXPECTED_CHANGES.get(rid)
+        tag = "expected" if why else "CHANGED"
+        bad += why is None
+        print(f"{tag}: {rid}" + (f" ({why})" if why else ""))
+        if isinstance(a, dict) and isinstance(b, dict):
+            for part in ("ok", "error", "message"):
+                x, y = a.get(part), b.get(part)
+                if isinstance(x, dict) and isinstance(y, dict):
+                    for k in sorted(set(x) | set(y)):
+                        if x.get(k) != y.get(k):
+                            print(f"    {k}: {x.get(k)!r}\n{'':>{len(k) + 6}}→ {y.get(k)!r}")
+                elif x != y:
+                    print(f"    {part}: {x!r}\n{'':>{len(part) + 6}}→ {y!r}")
+        else:
+            print(f"    {a!r} → {b!r}")
+    same = sum(before.get(r) == after.get(r) for r in set(before) | set(after))
+    print(f"{same} identical, {len(set(before) | set(after)) - same} different "
+          f"({bad} unexpected) of {len(set(before) | set(after))} requests")
+    return bad
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="write this checkout's answers here (JSON)")
+    ap.add_argument("--against", help="run, then compare with this reference file")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="compare two answer files without running")
+    ap.add_argument("--only", nargs="*", help="run only these request ids")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="use the user's caches instead of empty temporary ones")
+    args = ap.parse_args()
+    if args.compare:
+        before, after = (json.loads(Path(p).read_text()) for p in args.compare)
+        return 1 if compare(before, after) else 0
+    if not args.keep_cache:
+        tmp = Path(tempfile.mkdtemp(prefix="perfcast-behaviour-cache-"))
+        os.environ["PERFCAST_CACHE_DIR"] = str(tmp / "graphs")
+        os.environ["PERFCAST_GRAPH_STORE"] = str(tmp / "labeled")
+    t = time.perf_counter()
+    results = run_all(args.only)
+    print(f"{len(results)} requests in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if args.against:
+        before = json.loads(Path(args.against).read_text())
+        if args.only:
+            before = {k: v for k, v in before.items() if k in args.only}
+        return 1 if compare(before, results) else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The ``perfcast`` command line: the root ``app``, :func:`main` (one-line errors, documented
+exit codes) and :func:`_entry` (the console script).
+
+The commands live in one sub-app per audience, merged into the root (no group prefix:
+``perfcast predict``, ``perfcast collect``) and grouped by help panel in ``perfcast --help``:
+
+* :mod:`perfcast.cli.predict` — Predict & decide: predict, mig, fit, cost, rank, memory, devices;
+* :mod:`perfcast.cli.data` — Data & measurement: inspect, collect, corpus;
+* :mod:`perfcast.cli.research` — Research: train, evaluate, pretrain;
+
+plus ``version`` here. Shared options, formatting and the progress display are in
+:mod:`perfcast.cli._common`.
+
+Exit codes: 0 success · 1 internal error · 2 bad input (model, file, device, option) ·
+3 the model could not be traced · 130 interrupted (Ctrl-C or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from perfcast.cli import data, predict, research
+from perfcast.cli._common import err, out
+from perfcast.errors import PerfcastError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Forecast DL model latency, step time, memory and energy before running.")
+# add_typer without a name merges the sub-app's commands into the root (typer.main
+# get_group_from_info); each command carries its audience's rich_help_panel.
+for _sub in (predict.app, data.app, research.app):
+    app.add_typer(_sub)
+
+
+@app.command()
+def version():
+    """Print perfcast's version."""
+    from perfcast._version import __version__
+
+    out.print(__version__)
+
+
+def _terminate(signum, frame):  # noqa: ANN001
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one-line errors, documented exit codes."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGTERM, _terminate)  # `kill` cleans up like Ctrl-C
+    except ValueError:  # not the main thread
+        pass
+    try:
+        rc = app(args=argv, standalone_mode=False)  # typer returns Exit codes (130 on Ctrl-C)
+        if rc == 130:
+            err.print("interrupted", highlight=False)
+        return rc if isinstance(rc, int) else 0
+    except PerfcastError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("interrupted", highlight=False)
+        return 130
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except Exception as exc:  # click usage errors and anything unexpected
+        import click
+
+        # typer ≥ 0.20 vendors its own copy of click (typer._click): check both
+        aborts, usage = (click.exceptions.Abort,), (click.ClickException,)
+        try:
+            from typer import exceptions as _te
+            from typer._click import exceptions as _tce
+
+            aborts += tuple(c for c in (getattr(_te, "Abort", None),) if c)
+            usage += (_tce.ClickException,)
+        except ImportError:
+            pass
+        if isinstance(exc, aborts):
+            err.print("interrupted", highlight=False)
+            return 130
+        if isinstance(exc, usage):
+            err.print(f"error: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+            return 2
+        if os.environ.get("PERFCAST_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        err.print(f"internal error: {type(exc).__name__}: {first[:300]} "
+                  "(set PERFCAST_DEBUG=1 for the traceback)", highlight=False, markup=False,
+                  soft_wrap=True)
+        return 1
+
+
+def _entry() -> None:
+    sys.exit(main())
+
+
+__all__ = ["app", "main"]

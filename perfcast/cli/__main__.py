@@ -1,0 +1,5 @@
+"""``python -m perfcast.cli ...``: the ``perfcast`` command."""
+
+from perfcast.cli import _entry
+
+_entry()

@@ -1,0 +1,181 @@
+"""What every ``perfcast`` command shares: the two consoles, the number formatters, list
+parsing, the summary / notes printers, the one progress adapter of the long commands and the
+options used by more than one command — each defined once here as an ``Annotated`` alias.
+
+A command declares ``device: Device`` or ``batch_size: BatchSize = None``; the alias holds the
+option's names and help, the command's signature its default. Options whose meaning differs
+between commands (``--out``, ``--limit``, ``--epochs`` …) stay with their command.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from perfcast.errors import PerfcastError
+from perfcast.workload import MODES, OPTIMIZERS, PRECISIONS
+
+out = Console()
+err = Console(stderr=True)
+
+#: Help panels of ``perfcast --help`` (one per audience).
+PANEL_PREDICT = "Predict & decide"
+PANEL_DATA = "Data & measurement"
+PANEL_RESEARCH = "Research"
+
+
+# --------------------------------------------------------------------------- formatting
+def _or(values: tuple[str, ...]) -> str:
+    """``("a", "b", "c")`` → ``"a, b or c"``."""
+    return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else values[0]
+
+
+def fmt_num(x: float) -> str:
+    """``1.8e9`` → ``"1.800 G"``."""
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.3f} {unit}"
+    return f"{x:g}"
+
+
+def fmt_bytes(x: float) -> str:
+    return f"{x / 2**20:,.1f} MiB"
+
+
+def val(v, fmt: str) -> str:
+    """``fmt.format(v)``, or ``—`` when ``v`` is ``None``."""
+    return "—" if v is None else fmt.format(v)
+
+
+def split_list(text: str | None, cast=str) -> list:
+    """``"1,4, 8"`` → ``[1, 4, 8]`` (commas or spaces)."""
+    if not text:
+        return []
+    try:
+        return [cast(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise PerfcastError(f"bad list {text!r}: use comma-separated values like 1,4,8") from None
+
+
+def check_workers(workers: int) -> None:
+    if workers < 1:
+        raise PerfcastError(f"workers must be ≥ 1, got {workers}")
+
+
+# --------------------------------------------------------------------------- printers
+def print_json(obj) -> None:
+    out.print_json(json.dumps(obj))
+
+
+def print_summary(summary: dict, as_json: bool) -> None:
+    """A run's summary: JSON, or one ``key value, …`` line."""
+    if as_json:
+        print_json(summary)
+    else:
+        out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+
+
+def print_notes(notes: list[str]) -> None:
+    for n in dict.fromkeys(notes):  # keep order, drop repeats
+        out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
+
+
+# --------------------------------------------------------------------------- progress
+class StageProgress:
+    """The progress display of every long command: a rich progress bar on stderr (hidden with
+    ``--json``) with one bar per named stage. Use as a context manager::
+
+        with StageProgress(hidden=as_json) as prog:
+            prog.start("measuring")                            # show a bar before any callback
+            run(progress=lambda i, n, cfg: prog.update("measuring", i, n, cfg.model))
+            run(progress=prog.stages)                          # callbacks (stage, i, n)
+    """
+
+    def __init__(self, hidden: bool):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                  disable=hidden)
+        self._bars: dict[str, int] = {}
+
+    def __enter__(self) -> StageProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def start(self, stage: str) -> None:
+        """Show the bar of ``stage`` (total unknown yet)."""
+        if stage not in self._bars:
+            self._bars[stage] = self._progress.add_task(stage, total=None)
+
+    def update(self, stage: str, i: int, n: int | None,
+               description: str | None = None) -> None:
+        """``i`` of ``n`` done in ``stage``; ``description`` replaces the bar's label."""
+        self.start(stage)
+        self._progress.update(self._bars[stage], total=n, completed=i,
+                              **({"description": description} if description else {}))
+
+    def stages(self, stage: str, i: int, n: int) -> None:
+        """The ``progress(stage, i, n)`` callback of training and evaluation: a bar per stage."""
+        self.update(stage, i, n)
+
+
+# --------------------------------------------------------------------------- shared options
+MODEL_HELP = ("timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
+              "path/to/model.onnx or module.path:callable")
+
+Model = Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)]
+
+
+def optional_model(alternative: str):
+    """The model argument of a command that can do without it given ``alternative``."""
+    return Annotated[str | None, typer.Argument(
+        help=f"{MODEL_HELP} (optional with {alternative})", show_default=False)]
+
+
+Device = Annotated[str, typer.Option("--device", "-d", help="Device key (perfcast devices).",
+                                     show_default=False)]
+BatchSize = Annotated[int | None, typer.Option(
+    "--batch-size", "-b", help="Samples per batch (default: 1, or 32 for a predicted training "
+                               "step; an ONNX file's own batch).")]
+InputSize = Annotated[str | None, typer.Option(
+    "--input-size", help="Per-sample input shape C,H,W (vision models).")]
+SeqLen = Annotated[int | None, typer.Option(
+    "--seq-len", help="Sequence length in tokens (text models, hf:).")]
+Mode = Annotated[str, typer.Option("--mode", help=f"{_or(MODES)}.")]
+Precision = Annotated[str | None, typer.Option(
+    "--precision", help=f"{_or(PRECISIONS)} (predictions default to the precision measured on "
+                        "that device and mode, else fp32).")]
+Optimizer = Annotated[str, typer.Option("--optimizer",
+                                        help=f"Training optimizer: {_or(OPTIMIZERS)}.")]
+Predictor = Annotated[str | None, typer.Option(
+    "--predictor", help="Shipped predictor kind (dippm, xgboost, roofline, …) or the directory "
+                        "of a predictor saved by perfcast train.")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild the graph, ignore the cache.")]
+OverheadMb = Annotated[float | None, typer.Option(
+    "--overhead-mb", help="Runtime overhead added to simulated GPU memory (MiB).")]
+Margin = Annotated[float, typer.Option("--margin", help="Safety margin on memory (0.1 = 10 %).")]
+Provider = Annotated[str | None, typer.Option(
+    "--provider", help="Price table provider: aws, gcp, azure, … (prices.json).")]
+Workers = Annotated[int, typer.Option("--workers",
+                                      help="Worker processes (building graphs, reading a corpus).")]
+Threads = Annotated[int | None, typer.Option("--threads",
+                                             help="CPU threads for torch (default: torch's).")]
+BatchSizes = Annotated[str, typer.Option("--batch-sizes", help="Comma-separated batch sizes.")]
+Modes = Annotated[str, typer.Option("--modes", help="Comma-separated: infer, train or both.")]
+MemsimSeed = Annotated[str | None, typer.Option(
+    "--memsim-seed", help="memory-validation CSV whose simulations seed the cache, e.g. "
+                          "reports/memory_validation.csv")]

@@ -1,0 +1,219 @@
+"""Commands for users who build graphs and measure ("Data & measurement" in ``perfcast --help``):
+``inspect`` (a model's computation graph), ``collect`` (measure on this machine into a resumable
+store) and ``corpus`` (an unlabeled graph corpus for pre-training).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from perfcast.cli._common import (
+    PANEL_DATA,
+    BatchSize,
+    BatchSizes,
+    InputSize,
+    Json,
+    Mode,
+    Model,
+    Modes,
+    NoCache,
+    Optimizer,
+    Precision,
+    SeqLen,
+    StageProgress,
+    Threads,
+    Workers,
+    check_workers,
+    fmt_bytes,
+    fmt_num,
+    out,
+    print_json,
+    print_summary,
+    split_list,
+)
+from perfcast.errors import PerfcastError
+from perfcast.workload import DEFAULT_OPTIMIZER, MODES
+
+app = typer.Typer()
+
+
+@app.command(rich_help_panel=PANEL_DATA)
+def inspect(
+    model: Model,
+    batch_size: BatchSize = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    mode: Mode = "infer",
+    precision: Precision = "fp32",
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    as_json: Json = False,
+    no_cache: NoCache = False,
+    save: Annotated[str | None, typer.Option(
+        "--save", help="Also write the graph to this .npz file.")] = None,
+):
+    """Build the model's computation graph and print its size, MACs, FLOPs and operators."""
+    from perfcast.cache import get_graph
+    from perfcast.workload import Workload
+
+    w = Workload.of(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
+                    mode=mode, precision=precision, optimizer=optimizer)
+    graph = get_graph(w, use_cache=not no_cache)
+    if save:
+        graph.save(save)
+    s = graph.summary()
+    if as_json:
+        print_json(s)
+        return
+    t = Table(title=f"{s['model']}  ({s['mode']}, {s['precision']}, batch {s['batch_size']})",
+              show_header=False)
+    t.add_row("input shapes", ", ".join("×".join(map(str, x)) for x in s["input_shapes"]))
+    t.add_row("nodes / edges", f"{s['nodes']:,} / {s['edges']:,}")
+    t.add_row("parameters", f"{s['params']:,} ({fmt_bytes(s['param_bytes'])})")
+    t.add_row("MACs (per batch)", fmt_num(s["macs"]))
+    t.add_row("FLOPs (per batch)", fmt_num(s["flops"]))
+    t.add_row("activation bytes", fmt_bytes(s["activation_bytes"]))
+    if s["mode"] == "train":
+        t.add_row("phases", ", ".join(f"{k} {v}" for k, v in s["phase_counts"].items()))
+    top = sorted(s["op_counts"].items(), key=lambda kv: -kv[1])
+    t.add_row("operators", ", ".join(f"{k} {v}" for k, v in top[:12])
+              + (f", … ({len(top)} kinds)" if len(top) > 12 else ""))
+    t.add_row("unmapped ops", ", ".join(s["unmapped_ops"]) or "none")
+    out.print(t)
+
+
+@app.command(rich_help_panel=PANEL_DATA)
+def collect(
+    models: Annotated[str | None, typer.Option(
+        "--models", "-m", help="Space-separated model specs, e.g. "
+                               "'timm:resnet18 timm:vit_tiny_patch16_224'.")] = None,
+    batch_sizes: BatchSizes = "1",
+    input_sizes: Annotated[str | None, typer.Option(
+        "--input-sizes",
+        help="Space-separated C,H,W per sample, e.g. '3,128,128 3,160,160'.")] = None,
+    seq_lens: Annotated[str | None, typer.Option(
+        "--seq-lens", help="Comma-separated sequence lengths (hf:).")] = None,
+    modes: Modes = "infer",
+    precisions: Annotated[str, typer.Option(
+        "--precisions", help="Comma-separated: fp32,amp,bf16.")] = "fp32",
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    spec: Annotated[str | None, typer.Option(
+        "--spec", help="YAML sweep file (instead of the flags above).")] = None,
+    db: Annotated[str, typer.Option(
+        "--db", help="SQLite file or SQLAlchemy URL.")] = "perfcast-measurements.db",
+    # the machine measuring (no -d: not the --device of the prediction commands)
+    device: Annotated[str, typer.Option(
+        "--device", help="Registry key of the local device.")] = "cpu",
+    warmup: Annotated[int | None, typer.Option(
+        "--warmup", help="Warm-up iterations (default 5).")] = None,
+    iters: Annotated[int | None, typer.Option(
+        "--iters", help="Timed iterations (default 30).")] = None,
+    threads: Threads = None,
+    cpus: Annotated[str | None, typer.Option(
+        "--cpus", help="Pin the measuring process to these CPU ids, e.g. '1'.")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds per configuration.")] = 600.0,
+    cooldown: Annotated[float, typer.Option(
+        "--cooldown", help="Seconds of rest between configurations.")] = 1.0,
+    memory_limit_mb: Annotated[float | None, typer.Option(
+        "--memory-limit-mb", help="Kill and record OOM above this RSS (MiB).")] = None,
+    repeat: Annotated[int, typer.Option(
+        "--repeat", help="Repeat index (1 = re-measurement for test-retest).")] = 0,
+    retry_failed: Annotated[bool, typer.Option(
+        "--retry-failed", help="Re-measure failed rows.")] = False,
+    export: Annotated[str | None, typer.Option(
+        "--export", help="Afterwards write all rows to .parquet/.csv.")] = None,
+    as_json: Json = False,
+):
+    """Measure latency / step time, memory and energy on this machine into a resumable store."""
+    from perfcast.devices import get_device
+    from perfcast.profiler.collect import CollectSettings, Sweep, load_spec
+    from perfcast.profiler.collect import collect as run_collect
+    from perfcast.store import MeasurementStore
+
+    options: dict = {}
+    if spec:
+        sweeps, options = load_spec(spec)
+    else:
+        if not models:
+            raise PerfcastError("give --models (and sweep flags) or --spec FILE")
+        sweeps = [Sweep(models=models.split(),
+                        batch_sizes=split_list(batch_sizes, int),
+                        input_sizes=input_sizes.split() if input_sizes else [None],
+                        seq_lens=split_list(seq_lens, int) or [None],
+                        modes=[m.strip() for m in modes.split(",")],
+                        precisions=[p.strip() for p in precisions.split(",")],
+                        optimizer=optimizer)]
+    device = options.get("device", device)
+    get_device(device)  # unknown device: one-line error
+    threads = options.get("threads", threads)
+    settings = CollectSettings(
+        warmup=warmup if warmup is not None else int(options.get("warmup", 5)),
+        iters=iters if iters is not None else int(options.get("iters", 30)),
+        timeout_s=float(options.get("timeout", timeout)),
+        cooldown_s=float(options.get("cooldown", cooldown)),
+        memory_limit_mb=options.get("memory_limit_mb", memory_limit_mb),
+        cpus=split_list(cpus, int) or options.get("cpus"),
+        retry_failed=retry_failed,
+        torch_device="cuda" if get_device(device).kind == "gpu" else "cpu")
+    configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
+    store = MeasurementStore(db)
+    with StageProgress(hidden=as_json) as prog:
+        prog.start("measuring")
+
+        def on_progress(i, n, cfg, m):
+            prog.update("measuring", i, n, f"{cfg.model} b{cfg.batch_size} {cfg.mode}"
+                        + (f" → {m.status}" if m is not None else ""))
+
+        counts = run_collect(store, configs, settings, progress=on_progress)
+    if export:
+        store.export(export)
+    print_summary({"db": db, "configs": len(configs), **counts,
+                   "rows_in_store": store.count()}, as_json)
+
+
+@app.command(rich_help_panel=PANEL_DATA)
+def corpus(
+    out_dir: Annotated[str, typer.Option(
+        "--out", help="Corpus directory (graphs/ + index.csv).", show_default=False)],
+    families: Annotated[str | None, typer.Option(
+        "--families", help="Comma-separated timm families (default: all).")] = None,
+    variants: Annotated[int | None, typer.Option(
+        "--variants-per-family",
+        help="At most this many models per family (spread evenly).")] = None,
+    input_sizes: Annotated[str, typer.Option(
+        "--input-sizes", help="Comma-separated square sides, e.g. 160,192,224.")] = "224",
+    batch_sizes: BatchSizes = "1",
+    modes: Modes = "infer",
+    workers: Workers = 2,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", help="Build at most this many new graphs.")] = None,
+    timeout: Annotated[int, typer.Option("--timeout", help="Seconds per graph.")] = 300,
+    as_json: Json = False,
+):
+    """Build an unlabeled graph corpus (graphs only) over timm families, sizes, batches, modes."""
+    from perfcast.store.corpus import build_corpus, plan
+
+    check_workers(workers)
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    for m in mode_list:
+        if m not in MODES:
+            raise PerfcastError(f"unknown mode {m!r}: use {' or '.join(MODES)}")
+    sizes, batches = split_list(input_sizes, int), split_list(batch_sizes, int)
+    if any(v <= 0 for v in sizes + batches):
+        raise PerfcastError("input sizes and batch sizes must be positive")
+    items = plan([f.strip() for f in families.split(",")] if families else None, variants,
+                 sizes, batches, mode_list)
+    with StageProgress(hidden=as_json) as prog:
+        prog.start("building graphs")
+
+        def on_progress(i, n, row):
+            prog.update("building graphs", i, n,
+                        f"{row['model']} b{row['batch_size']} {row['mode']}"
+                        if row else "building graphs")
+
+        counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout, limit=limit,
+                              progress=on_progress)
+    print_summary({"out": out_dir, "planned": len(items), **counts}, as_json)

@@ -1,0 +1,353 @@
+"""Commands for users who predict and decide ("Predict & decide" in ``perfcast --help``):
+``predict`` (time, memory, energy of a model on a device), ``mig`` (which MIG slice), ``fit``
+(largest batch that fits), ``cost`` (hours, USD, kWh, CO2e of a job), ``rank`` (which device),
+``memory`` (exact simulated tensor peak) and ``devices`` (the hardware registry).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+
+from perfcast.cli._common import (
+    PANEL_PREDICT,
+    BatchSize,
+    Device,
+    InputSize,
+    Json,
+    Margin,
+    Mode,
+    Model,
+    NoCache,
+    Optimizer,
+    OverheadMb,
+    Precision,
+    Predictor,
+    Provider,
+    SeqLen,
+    optional_model,
+    out,
+    print_json,
+    print_notes,
+    val,
+)
+from perfcast.workload import DEFAULT_OPTIMIZER
+
+app = typer.Typer()
+
+
+def _model_kwargs(input_size: str | None, seq_len: int | None, optimizer: str,
+                  predictor: str | None) -> dict:
+    """The prediction keywords the decision commands pass through to ``perfcast.predict``."""
+    return {"input_size": input_size, "seq_len": seq_len, "optimizer": optimizer,
+            "predictor": predictor, "overlap_simulation": True}
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def predict(
+    model: Model,
+    device: Device,
+    batch_size: BatchSize = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    mode: Mode = "infer",
+    precision: Precision = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    predictor: Predictor = None,
+    as_json: Json = False,
+    no_cache: NoCache = False,
+):
+    """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
+    device. Devices without labeled data fall back to the roofline and the memory simulation."""
+    from perfcast.api import predict as api_predict
+
+    p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
+                    seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
+                    predictor=predictor, use_cache=not no_cache, overlap_simulation=True)
+    if as_json:
+        print_json(p.to_dict())
+        return
+    t = Table(title=f"{p.model} on {p.device} — {p.mode}, {p.precision}, batch {p.batch_size}",
+              show_header=True)
+    t.add_column("quantity")
+    t.add_column("prediction", justify="right")
+    t.add_column("predictor")
+    t.add_row("time per batch", val(p.time_ms, "{:,.3f} ms"), p.predictor.get("time_ms", "—"))
+    t.add_row("throughput", val(p.throughput_samples_per_s, "{:,.1f} samples/s"), "")
+    t.add_row("peak memory", val(p.memory_mb, "{:,.0f} MiB"), p.predictor.get("memory_mb", "—"))
+    t.add_row("energy per batch", val(p.energy_j, "{:,.3f} J"), p.predictor.get("energy_j", "—"))
+    t.add_row("mean power", val(p.power_w, "{:,.1f} W"), "")
+    out.print(t)
+    for target, prov in p.trained_on.items():
+        if isinstance(prov, dict) and prov.get("records"):
+            src = ", ".join(prov.get("source", [])[:3])
+            n = prov["records"] + prov.get("early_stopping_records", 0)
+            out.print(f"[dim]{target}: trained on {n:,} records "
+                      f"({prov.get('families', '?')} families){': ' + src if src else ''}[/dim]",
+                      highlight=False)
+    for n in p.notes:  # every note, repeats included (as always)
+        out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
+
+
+# `mig` and `cost` can do without a model; `mig` takes only MIG-capable GPUs and has a default
+# one: its own --device.
+MigModel = optional_model("--memory-mb")
+CostModel = optional_model("--time-ms")
+MigDevice = Annotated[str, typer.Option(
+    "--device", "-d", help="MIG GPU: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200 …")]
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def mig(
+    model: MigModel = None,
+    device: MigDevice = "a100-40gb",
+    batch_size: BatchSize = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    mode: Mode = "infer",
+    precision: Precision = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    predictor: Predictor = None,
+    latency_slo_ms: Annotated[float | None, typer.Option(
+        "--latency-slo-ms", help="Also require time per batch on the slice ≤ this (ms).")] = None,
+    margin: Margin = 0.1,
+    all_profiles: Annotated[bool, typer.Option(
+        "--all-profiles", help="Choose among every profile, not only DIPPM's standard even "
+                               "partitions (1g/2g/3g/7g).")] = False,
+    memory_mb: Annotated[float | None, typer.Option(
+        "--memory-mb", help="Use this peak memory (MiB) instead of predicting it.")] = None,
+    overhead_mb: OverheadMb = None,
+    as_json: Json = False,
+):
+    """Recommend the smallest MIG profile whose usable memory holds the predicted peak (DIPPM's
+    rule, with an error margin and an optional latency SLO)."""
+    from perfcast.decisions.mig import recommend_mig
+
+    a = recommend_mig(model, device=device, batch_size=batch_size, mode=mode,
+                      precision=precision, latency_slo_ms=latency_slo_ms, margin=margin,
+                      all_profiles=all_profiles, overhead_mb=overhead_mb, memory_mb=memory_mb,
+                      **(_model_kwargs(input_size, seq_len, optimizer, predictor)
+                         if model else {}))
+    if as_json:
+        print_json(a.to_dict())
+        return
+    t = Table(title=f"{a.model} on {a.device} — {a.mode}, {a.precision}, batch {a.batch_size}: "
+                    f"memory {val(a.memory_mb, '{:,.0f}')} MiB (+{a.margin:.0%} → "
+                    f"{val(a.required_mb, '{:,.0f}')} MiB)")
+    for col in ("profile", "usable MiB", "headroom MiB", "time/batch on slice", "verdict"):
+        t.add_column(col, justify="left" if col in ("profile", "verdict") else "right")
+    rows = ([{"profile": a.profile, "usable_mb": a.usable_mb, "headroom_mb": a.headroom_mb,
+              "slice_time_ms": a.slice_time_ms, "verdict": "[bold green]recommended[/]"}]
+            if a.profile else [])
+    rows += [{**r, "verdict": "fits"} for r in a.alternatives]
+    rows += [{**r, "verdict": f"[red]{r['reason']}[/]"} for r in a.rejected]
+    order = {r["profile"]: i for i, r in enumerate(a.alternatives + a.rejected)}
+    for r in sorted(rows, key=lambda r: (r["verdict"] != "[bold green]recommended[/]",
+                                         order.get(r["profile"], -1))):
+        t.add_row(r["profile"], val(r["usable_mb"], "{:,.0f}"), val(r["headroom_mb"], "{:,.0f}"),
+                  val(r["slice_time_ms"], "{:,.2f} ms"), r["verdict"])
+    out.print(t)
+    out.print(f"profile: [bold]{a.profile or 'none'}[/bold]", highlight=False)
+    print_notes(a.notes)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def fit(
+    model: Model,
+    device: Device,
+    mode: Mode = "train",
+    precision: Precision = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    predictor: Predictor = None,
+    margin: Margin = 0.1,
+    mig_profile: Annotated[str | None, typer.Option(
+        "--mig-profile", help="Fit in this MIG slice (e.g. 3g.20gb).")] = None,
+    overhead_mb: OverheadMb = None,
+    limit: Annotated[int, typer.Option("--limit", help="Largest batch searched.")] = 65536,
+    as_json: Json = False,
+):
+    """Largest batch whose predicted peak memory (+ margin) fits the device or a MIG slice, with
+    the predicted time and throughput at that batch."""
+    from perfcast.decisions.fit import max_batch_size
+
+    r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin,
+                       mig_profile=mig_profile, overhead_mb=overhead_mb, limit=limit,
+                       **_model_kwargs(input_size, seq_len, optimizer, predictor))
+    if as_json:
+        print_json(r.to_dict())
+        return
+    where = f"{r.device}{' ' + r.mig_profile if r.mig_profile else ''}"
+    t = Table(title=f"{r.model} on {where} — {r.mode}, {r.precision}", show_header=False)
+    t.add_row("largest batch that fits", f"[bold]{val(r.max_batch_size, '{:,}')}[/bold]")
+    t.add_row("predicted memory at it", f"{val(r.memory_mb, '{:,.0f} MiB')} "
+              f"(× {1 + r.margin:.2f} ≤ {r.capacity_mb:,.0f} MiB)")
+    t.add_row("memory at the next batch", val(r.next_memory_mb, "{:,.0f} MiB"))
+    t.add_row("time per batch", val(r.time_ms, "{:,.2f} ms") + f"  ({r.predictor.get('time_ms', '—')})")
+    t.add_row("throughput", val(r.throughput_samples_per_s, "{:,.1f} samples/s"))
+    t.add_row("predictions made", str(r.evaluations))
+    out.print(t)
+    print_notes(r.notes)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def cost(
+    model: CostModel = None,
+    device: Device = ...,
+    iterations: Annotated[int | None, typer.Option(
+        "--iterations", help="Batches (steps) to run.")] = None,
+    epochs: Annotated[int | None, typer.Option(
+        "--epochs", help="Epochs (with --dataset-size).")] = None,
+    dataset_size: Annotated[int | None, typer.Option(
+        "--dataset-size", help="Samples per epoch.")] = None,
+    batch_size: BatchSize = None,
+    mode: Mode = "train",
+    precision: Precision = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    predictor: Predictor = None,
+    provider: Provider = None,
+    price_per_hour: Annotated[float | None, typer.Option(
+        "--price-per-hour", help="USD per GPU-hour (overrides the table).")] = None,
+    region: Annotated[str | None, typer.Option(
+        "--region", help="Country (FRA, Germany) or cloud region (aws:us-east-1).")] = None,
+    time_ms: Annotated[float | None, typer.Option(
+        "--time-ms", help="Time per batch (ms) instead of predicting it.")] = None,
+    power_w: Annotated[float | None, typer.Option(
+        "--power-w", help="Mean power (W) for the energy.")] = None,
+    pue: Annotated[float, typer.Option(
+        "--pue", help="Data-centre PUE multiplying the energy.")] = 1.0,
+    as_json: Json = False,
+):
+    """Hours, USD, kWh and kg CO2e of a job: predicted (or given) time per batch × iterations,
+    priced per GPU-hour, energy from predicted energy or time × power (an estimate, said so)."""
+    from perfcast.decisions.cost import estimate_cost
+
+    c = estimate_cost(model, device=device, iterations=iterations, epochs=epochs,
+                      dataset_size=dataset_size, batch_size=batch_size, mode=mode,
+                      precision=precision, optimizer=optimizer, input_size=input_size,
+                      seq_len=seq_len, provider=provider, price_per_hour=price_per_hour,
+                      region=region, time_ms=time_ms, power_w=power_w, pue=pue,
+                      predictor=predictor)
+    if as_json:
+        print_json(c.to_dict())
+        return
+    t = Table(title=f"{c.model or 'job'} on {c.device} — {c.iterations:,} × batch {c.batch_size}",
+              show_header=False)
+    t.add_row("time per batch", f"{c.time_ms_per_iteration:,.2f} ms")
+    t.add_row("duration", f"[bold]{c.hours:,.2f} h[/bold]")
+    t.add_row("price", val(c.usd_per_gpu_hour, "{:,.3f} USD/GPU-h"))
+    t.add_row("cost", f"[bold]{val(c.usd, '{:,.2f} USD')}[/bold]")
+    t.add_row("power", val(c.power_w, "{:,.0f} W"))
+    t.add_row("energy", val(c.energy_kwh, "{:,.2f} kWh"))
+    t.add_row("carbon intensity", val(c.carbon_g_per_kwh, "{:,.0f} g CO2e/kWh"))
+    t.add_row("emissions", f"[bold]{val(c.kg_co2e, '{:,.2f} kg CO2e')}[/bold]")
+    out.print(t)
+    for k, v in c.sources.items():
+        out.print(f"[dim]{k}: {v}[/dim]", highlight=False)
+    print_notes(c.notes)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def rank(
+    model: Model,
+    devices: Annotated[str, typer.Option(
+        "--devices", help="all or a comma list of device keys.")] = "all",
+    objective: Annotated[str, typer.Option("--objective", help="time, cost or energy.")] = "time",
+    batch_size: BatchSize = None,
+    mode: Mode = "infer",
+    precision: Precision = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    iterations: Annotated[int, typer.Option(
+        "--iterations", help="Batches the cost/energy are for.")] = 1000,
+    provider: Provider = None,
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="Also write a PNG bar chart here.")] = None,
+    as_json: Json = False,
+):
+    """Rank devices for MODEL by time per batch, cost or energy (with memory fit)."""
+    from perfcast.decisions.rank import rank as do_rank
+
+    r = do_rank(model, devices=devices, objective=objective, batch_size=batch_size, mode=mode,
+                precision=precision, iterations=iterations, provider=provider,
+                **_model_kwargs(input_size, seq_len, optimizer, None))
+    if plot:
+        r.plot(plot)
+    if as_json:
+        print_json({**r.to_dict(), **({"plot": plot} if plot else {})})
+        return
+    t = Table(title=f"{r.model} — {r.mode}, batch {r.batch_size}, by {r.objective} "
+                    f"(USD, kWh for {r.iterations:,} batches; time from: learned·records "
+                    f"trained on, or roofline)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "device", "ms/batch", "time from", "MiB", "fits", "USD", "kWh"):
+        t.add_column(col, justify="left" if col in ("device", "time from", "fits") else "right",
+                     no_wrap=True)
+    for d in r.devices:
+        src = d.time_source + (f"·{d.trained_records:,}" if d.trained_records else "")
+        t.add_row(str(d.rank), f"{d.device} {d.precision}", val(d.time_ms, "{:,.1f}"), src,
+                  val(d.memory_mb, "{:,.0f}"),
+                  {True: "yes", False: "[red]no[/red]", None: "—"}[d.fits],
+                  val(d.usd, "{:,.2f}"), val(d.energy_kwh, "{:.3g}"))
+    out.print(t)
+    if plot:
+        out.print(f"chart: {plot}")
+    print_notes(r.notes)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def memory(
+    model: Model,
+    batch_size: BatchSize = 1,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    mode: Mode = "train",
+    precision: Precision = "fp32",
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    as_json: Json = False,
+):
+    """Exact peak of live tensor bytes of a training step or inference pass (MiB), simulated
+    under FakeTensor — no device, no weights. Excludes CUDA context, allocator and workspaces."""
+    from perfcast.memory import simulate_memory
+
+    d = simulate_memory(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
+                        mode=mode, precision=precision, optimizer=optimizer).to_dict()
+    if as_json:
+        print_json(d)
+        return
+    t = Table(title=f"{d['model']}  ({d['mode']}, {d['precision']}, batch {d['batch_size']})",
+              show_header=False)
+    t.add_row("tensor peak", f"{d['tensor_peak_mb']:,.1f} MiB")
+    for k in ("param_mb", "grad_mb", "optimizer_state_mb", "activation_peak_mb"):
+        if d.get(k) is not None:
+            t.add_row(k.removesuffix("_mb").replace("_", " "), f"{d[k]:,.1f} MiB")
+    for note in d.get("notes") or []:
+        t.add_row("note", str(note))
+    out.print(t)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def devices(as_json: Json = False):
+    """List the hardware perfcast knows (peak TFLOPS, memory GB, bandwidth GB/s, MIG)."""
+    from perfcast.devices import list_devices
+
+    rows = list_devices()
+    if as_json:
+        print_json([d.to_dict() for d in rows])
+        return
+    t = Table(title="devices")
+    for col in ("key", "name", "FP32 TFLOPS", "FP16 TFLOPS", "memory GB", "GB/s", "MIG"):
+        t.add_column(col)
+    for d in rows:
+        t.add_row(d.key, d.name, f"{d.peak_fp32_tflops:g}" if d.peak_fp32_tflops else "-",
+                  f"{d.peak_fp16_tflops:g}" if d.peak_fp16_tflops else "-",
+                  f"{d.memory_gb:g}" if d.memory_gb else "-",
+                  f"{d.bandwidth_gbs:g}" if d.bandwidth_gbs else "-",
+                  str(len(d.mig_profiles)) if d.mig_profiles else "-")
+    out.print(t)

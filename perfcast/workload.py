@@ -1,0 +1,434 @@
+"""The workload: what runs — a model, its batch, input size or sequence length, mode, precision
+and optimizer — parsed and validated in one place.
+
+Every layer takes a :class:`Workload`: the frontends build its graph, the graph cache keys it,
+the memory simulation simulates it, the profiler measures it, the measurement store records it,
+the predictors get its static features and the decisions vary its batch. Nothing below this
+module re-parses a spec string or re-declares the allowed values.
+
+A model spec (:class:`ModelSpec`) is one of::
+
+    timm:resnet50 | resnet50        timm model (random init)
+    torchvision:resnet18 | tv:…     torchvision model
+    hf:gpt2 | hf:path/config.json   Hugging Face architecture from its config, no weights
+    path/to/model.onnx              ONNX file
+    my.module:make_model            a callable returning an nn.Module
+
+or, from Python, an ``nn.Module`` object (:meth:`ModelSpec.of_module`; never cached). Spec kinds
+are registered (:func:`register_spec_kind`) with the inputs their models take — ``image``
+(``C,H,W``), ``tokens`` (a sequence length), ``tensor`` (any per-sample shape) or ``file`` (the
+file fixes its shapes) — so validation refuses what does not apply (``--seq-len`` on an image
+model, ``--input-size 3,224`` for a 3-channel image model) instead of ignoring it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import ModelSpecError, PerfcastError
+
+#: ``infer``: one forward pass (no grad); ``train``: forward + loss + backward + optimizer step.
+MODES = ("infer", "train")
+#: ``amp`` = float16 autocast with fp32 weights; ``fp16`` / ``bf16`` = the whole model converted.
+PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+#: Training optimizers (torch.optim): SGD, SGD with momentum 0.9, Adam, AdamW.
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+DEFAULT_OPTIMIZER = "sgd-momentum"
+#: Largest batch / dimension / sequence length accepted (a 32-bit signed int, as torch sizes).
+MAX_SIZE = 2**31 - 1
+#: What a spec kind's models take as input.
+INPUT_KINDS = ("image", "tokens", "tensor", "file")
+
+
+# --------------------------------------------------------------------------- spec kinds
+@dataclass(frozen=True)
+class SpecKind:
+    """A registered spec prefix: ``name`` (canonical), ``inputs`` (one of :data:`INPUT_KINDS`)
+    and ``aliases`` (other prefixes meaning the same)."""
+
+    name: str
+    inputs: str
+    aliases: tuple[str, ...] = ()
+
+
+_KINDS: dict[str, SpecKind] = {}
+_PREFIXES: dict[str, str] = {}  # prefix or alias → canonical kind
+
+
+def register_spec_kind(name: str, inputs: str, aliases: tuple[str, ...] = ()) -> SpecKind:
+    """Register the spec prefix ``name:`` (and ``aliases``) for models taking ``inputs``."""
+    if inputs not in INPUT_KINDS:
+        raise ValueError(f"inputs must be one of {INPUT_KINDS}, got {inputs!r}")
+    kind = SpecKind(name, inputs, tuple(aliases))
+    _KINDS[name] = kind
+    for p in (name, *aliases):
+        _PREFIXES[p] = name
+    return kind
+
+
+def spec_kinds() -> list[SpecKind]:
+    return [_KINDS[k] for k in sorted(_KINDS)]
+
+
+def spec_kind(name: str) -> SpecKind:
+    try:
+        return _KINDS[_PREFIXES.get(name, name)]
+    except KeyError:
+        raise ModelSpecError(f"unknown model spec kind {name!r}") from None
+
+
+register_spec_kind("timm", "image")
+register_spec_kind("torchvision", "image", aliases=("tv",))
+register_spec_kind("hf", "tokens")
+register_spec_kind("onnx", "file")
+register_spec_kind("module", "tensor")
+register_spec_kind("nn.Module", "tensor")  # an in-process module object (Python API)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model spec: ``text`` as given (stripped), canonical ``kind`` and ``name`` (the
+    part after the prefix; the path for ONNX; ``module.path:callable`` for callables).
+
+    ``module`` / ``example_inputs``: the ``nn.Module`` object and its example inputs of an
+    in-process model (kind ``nn.Module``); compared by identity, never cached.
+    """
+
+    text: str
+    kind: str
+    name: str
+    module: Any = field(default=None, compare=False, repr=False)
+    example_inputs: tuple | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, spec: str | ModelSpec) -> ModelSpec:
+        """Parse a spec string (see the module docstring); checks files exist, builds nothing."""
+        if isinstance(spec, ModelSpec):
+            return spec
+        if not isinstance(spec, str):
+            raise PerfcastError(f"a model spec is a string or a torch.nn.Module, "
+                                f"not {type(spec).__name__}")
+        text = spec.strip()
+        if not text:
+            raise ModelSpecError("empty model spec: give a timm name, an .onnx file, hf:<id>, ...")
+        if ":" in text:
+            prefix, rest = text.split(":", 1)
+            if prefix in _PREFIXES and _PREFIXES[prefix] != "nn.Module":
+                return cls(text, _PREFIXES[prefix], rest)
+        path = Path(text)
+        if text.lower().endswith(".onnx") or path.is_file():
+            if not path.exists():
+                raise ModelSpecError(f"file not found: {text}")
+            return cls(text, "onnx", text)
+        if "/" in text or "\\" in text:
+            raise ModelSpecError(f"file not found: {text} (for a Hugging Face model write "
+                                 f"hf:{text})")
+        if ":" in text:
+            return cls(text, "module", text)
+        return cls(text, "timm", text)
+
+    @classmethod
+    def of_module(cls, module: Any, example_inputs: tuple | None = None) -> ModelSpec:
+        """The spec of an in-process ``nn.Module`` (``example_inputs``: meta tensors are best)."""
+        name = type(module).__name__
+        return cls(name, "nn.Module", name, module=module,
+                   example_inputs=tuple(example_inputs) if example_inputs is not None else None)
+
+    @property
+    def inputs(self) -> str:
+        """What this kind of model takes: ``image``, ``tokens``, ``tensor`` or ``file``."""
+        return spec_kind(self.kind).inputs
+
+    @property
+    def cacheable(self) -> bool:
+        return self.kind != "nn.Module"
+
+    def file_id(self) -> list | None:
+        """``[resolved path, size, mtime_ns]`` of the file a spec reads (ONNX, HF config path)."""
+        if self.kind not in ("onnx", "hf") or not Path(self.name).exists():
+            return None
+        p = Path(self.name)
+        if p.is_dir():
+            p = p / "config.json"
+        if not p.exists():
+            return None
+        st = p.stat()
+        return [str(p.resolve()), st.st_size, st.st_mtime_ns]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# --------------------------------------------------------------------------- parsing helpers
+def parse_input_size(text: Any) -> tuple[int, ...] | None:
+    """Per-sample input shape: ``"3,224,224"`` / ``"3x224x224"`` / ``(3, 224, 224)`` → tuple (a
+    tuple or list is taken as the shape, even of one dimension); a single ``"224"`` or ``224``
+    → the square image ``(3, 224, 224)``; ``None`` / ``""`` → ``None``."""
+    if text is None or (isinstance(text, str) and text.strip() == ""):
+        return None
+    if isinstance(text, bool):
+        raise PerfcastError(f"bad input size {text!r}: use C,H,W like 3,224,224")
+    if isinstance(text, int):
+        dims: tuple[int, ...] = (text,)
+    elif isinstance(text, (tuple, list)):
+        try:
+            dims = tuple(_int(d) for d in text)
+        except (TypeError, ValueError):
+            raise PerfcastError(f"bad input size {text!r}: use C,H,W like 3,224,224") from None
+    else:
+        try:
+            dims = tuple(int(x) for x in str(text).replace("x", ",").split(",") if x.strip())
+        except ValueError:
+            raise PerfcastError(f"bad input size {text!r}: use C,H,W like 3,224,224") from None
+    if len(dims) == 1 and not isinstance(text, (tuple, list)):
+        dims = (3, dims[0], dims[0])
+    if not dims or any(d <= 0 for d in dims):
+        raise PerfcastError(f"bad input size {text!r}: every dimension must be positive")
+    if any(d > MAX_SIZE for d in dims):
+        raise PerfcastError(f"bad input size {text!r}: dimensions must be ≤ {MAX_SIZE:,}")
+    return dims
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise TypeError
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError
+    return int(v)
+
+
+def _positive(name: str, value: Any, unit: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise PerfcastError(f"{name} must be a positive integer{unit}, got {value!r}")
+    if value > MAX_SIZE:
+        raise PerfcastError(f"{name} must be ≤ {MAX_SIZE:,}, got {value:,}")
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise PerfcastError(f"unknown {name} {value!r} (use {', '.join(allowed)})")
+
+
+# --------------------------------------------------------------------------- the workload
+@dataclass(frozen=True)
+class Workload:
+    """One workload. Build it with :meth:`of` (parses and validates); derive variants with
+    :meth:`replace` (validated too).
+
+    * ``model`` — the :class:`ModelSpec`;
+    * ``batch_size`` — samples per batch; ``None`` = the consumer's default (graphs: 1, or an
+      ONNX file's own fixed batch; predictions: 1 for inference, 32 for a training step);
+    * ``input_size`` — per-sample input shape (``(3, 224, 224)``; image models: C,H,W), ``None``
+      = the model's default;
+    * ``seq_len`` — tokens per sample (``hf:`` models), ``None`` = the default (128);
+    * ``mode`` — :data:`MODES`; ``precision`` — :data:`PRECISIONS`, or ``None`` = the precision
+      perfcast has measurements for on the chosen device (resolved by :mod:`perfcast.routing`);
+    * ``optimizer`` — :data:`OPTIMIZERS` (training only; ignored in keys of inference), or
+      ``None`` = not recorded (a dataset record that does not say which): graph keys and
+      simulations then use :data:`DEFAULT_OPTIMIZER`, the static features encode "unknown".
+    """
+
+    model: ModelSpec
+    batch_size: int | None = None
+    input_size: tuple[int, ...] | None = None
+    seq_len: int | None = None
+    mode: str = "infer"
+    precision: str | None = "fp32"
+    optimizer: str | None = DEFAULT_OPTIMIZER
+
+    @classmethod
+    def of(cls, model: Any, *, batch_size: int | None = None, input_size: Any = None,
+           seq_len: int | None = None, mode: str = "infer", precision: str | None = "fp32",
+           optimizer: str | None = DEFAULT_OPTIMIZER,
+           example_inputs: tuple | None = None) -> Workload:
+        """Parse ``model`` (a spec string, a :class:`ModelSpec` or an ``nn.Module``) and the
+        options, and validate them. ``example_inputs`` belong to an ``nn.Module``."""
+        if isinstance(model, Workload):
+            raise PerfcastError("already a Workload: use .replace() to change it")
+        if isinstance(model, (str, ModelSpec)):
+            spec = ModelSpec.parse(model)
+            if example_inputs is not None:
+                raise PerfcastError("example_inputs are for an nn.Module model, not a spec")
+        elif _is_module(model):
+            spec = ModelSpec.of_module(model, example_inputs)
+        else:
+            raise PerfcastError(f"model must be a spec string or a torch.nn.Module, "
+                                f"not {type(model).__name__}")
+        w = cls(model=spec, batch_size=batch_size, input_size=parse_input_size(input_size),
+                seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer)
+        w.validate()
+        return w
+
+    @classmethod
+    def from_record(cls, rec: Any) -> Workload:
+        """The workload a dataset record (or measurement-store row) was measured on: its
+        ``model``, ``batch_size``, ``input_size``, ``seq_len``, ``mode``, ``precision`` and, for
+        training, ``optimizer`` (an unknown or missing optimizer → ``None``, not recorded). Raises
+        :class:`PerfcastError` when perfcast has no workload for it (e.g. ``fp64``)."""
+        def get(key, default=None):
+            try:
+                v = rec[key]
+            except (KeyError, IndexError, TypeError):
+                return default
+            if v is None or (isinstance(v, float) and v != v):
+                return default
+            try:  # pandas NA / NaT
+                import pandas as pd
+
+                if not isinstance(v, (str, tuple, list)) and pd.isna(v):
+                    return default
+            except (ImportError, TypeError, ValueError):
+                pass
+            return v
+
+        spec = get("model")
+        if not spec:
+            raise PerfcastError("record has no model spec")
+        precision = get("precision", "fp32")
+        if precision not in PRECISIONS:
+            raise PerfcastError(f"{spec}: precision {precision!r} has no perfcast workload "
+                                f"(perfcast knows {', '.join(PRECISIONS)})")
+        mode = get("mode", "infer")
+        optimizer = get("optimizer")
+        if mode != "train" or optimizer not in OPTIMIZERS:
+            optimizer = None
+        batch, seq = get("batch_size"), get("seq_len")
+        return cls.of(str(spec), batch_size=int(batch) if batch is not None else None,
+                      input_size=get("input_size"),
+                      seq_len=int(float(seq)) if seq is not None and str(seq) != "" else None,
+                      mode=str(mode), precision=str(precision), optimizer=optimizer)
+
+    # ----------------------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Raise :class:`PerfcastError` (exit code 2) for anything invalid or inapplicable."""
+        if self.batch_size is not None:
+            _positive("batch size", self.batch_size)
+        _choice("mode", self.mode, MODES)
+        if self.precision is not None:
+            _choice("precision", self.precision, PRECISIONS)
+        if self.optimizer is not None:
+            _choice("optimizer", self.optimizer, OPTIMIZERS)
+        if self.seq_len is not None:
+            _positive("sequence length", self.seq_len, " (tokens)")
+        if self.input_size is not None:
+            if not self.input_size or any(isinstance(d, bool) or not isinstance(d, int)
+                                          or d <= 0 or d > MAX_SIZE for d in self.input_size):
+                raise PerfcastError(f"input size must be positive dimensions like 3,224,224, "
+                                    f"got {self.input_size}")
+        kind, label = self.model.inputs, self.model.text
+        if kind == "image":
+            if self.seq_len is not None:
+                raise PerfcastError(f"{label} is an image model: it takes --input-size C,H,W, "
+                                    f"not --seq-len")
+            if self.input_size is not None and len(self.input_size) != 3:
+                raise PerfcastError(f"{label} is an image model: its input size is C,H,W (three "
+                                    f"numbers, e.g. 3,224,224), got "
+                                    f"{','.join(map(str, self.input_size))}")
+        elif kind == "tokens":
+            if self.input_size is not None:
+                raise PerfcastError(f"{label} is a text model: it takes --seq-len (tokens), not "
+                                    f"--input-size")
+        elif kind == "file":
+            if self.input_size is not None or self.seq_len is not None:
+                raise PerfcastError(f"{label}: an ONNX file fixes its input shapes; only "
+                                    f"--batch-size binds a symbolic batch dimension")
+        elif self.seq_len is not None:  # tensor: any per-sample shape, no sequence length
+            raise PerfcastError(f"{label} takes --input-size (its per-sample input shape), not "
+                                f"--seq-len")
+
+    def replace(self, **changes: Any) -> Workload:
+        """A validated copy with ``changes`` (``input_size`` may be a string)."""
+        if "input_size" in changes:
+            changes["input_size"] = parse_input_size(changes["input_size"])
+        w = dataclasses.replace(self, **changes)
+        w.validate()
+        return w
+
+    # ----------------------------------------------------------------------------- views
+    @property
+    def spec(self) -> str:
+        """The model spec as given (``timm:resnet50``, a path, a class name for modules)."""
+        return self.model.text
+
+    @property
+    def train(self) -> bool:
+        return self.mode == "train"
+
+    @property
+    def train_optimizer(self) -> str | None:
+        """The optimizer when training (``None`` if not recorded), else ``None``."""
+        return self.optimizer if self.mode == "train" else None
+
+    @property
+    def run_optimizer(self) -> str | None:
+        """The optimizer a training run uses (:data:`DEFAULT_OPTIMIZER` when not recorded), else
+        ``None`` — what graph keys, simulations and measurements use."""
+        return (self.optimizer or DEFAULT_OPTIMIZER) if self.mode == "train" else None
+
+    @property
+    def input_size_text(self) -> str | None:
+        """``"3,224,224"`` or ``None`` (the form stores and CSV files keep)."""
+        return ",".join(map(str, self.input_size)) if self.input_size else None
+
+    def key(self) -> str:
+        """Stable hex key of the graph of this workload (the graph cache's key; cheap — imports
+        no framework). Includes the graph format, framework versions and, for files, the file's
+        size and modification time."""
+        if not self.model.cacheable:
+            raise PerfcastError("an in-process nn.Module has no cache key")
+        if self.precision is None:
+            raise PerfcastError("the workload's precision is not chosen yet")
+        from perfcast.graph import GRAPH_FORMAT_VERSION
+
+        doc = {"spec": self.model.text, "kind": self.model.kind, "batch": self.batch_size,
+               "input": list(self.input_size) if self.input_size else None, "seq": self.seq_len,
+               "mode": self.mode, "precision": self.precision,
+               "optimizer": self.run_optimizer, "format": GRAPH_FORMAT_VERSION,
+               "versions": _versions(), "file": self.model.file_id()}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat JSON-able dict (``model`` is the spec text; ``input_size`` a list or None)."""
+        return {"model": self.model.text, "batch_size": self.batch_size,
+                "input_size": list(self.input_size) if self.input_size else None,
+                "seq_len": self.seq_len, "mode": self.mode, "precision": self.precision,
+                "optimizer": self.train_optimizer}
+
+    def __str__(self) -> str:
+        size = (f"input {self.input_size_text}" if self.input_size else
+                f"seq {self.seq_len}" if self.seq_len else "default input")
+        return (f"{self.model.text} ({self.mode}, {self.precision or 'auto precision'}, "
+                f"batch {self.batch_size or 'default'}, {size})")
+
+
+def _is_module(obj: Any) -> bool:
+    try:
+        from torch import nn
+    except ImportError:
+        return False
+    return isinstance(obj, nn.Module)
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[str, ...]:
+    """Versions of the libraries a graph depends on (part of every graph key)."""
+    from importlib import metadata
+
+    out = []
+    for pkg in ("torch", "timm", "transformers", "onnx", "perfcast"):
+        try:
+            out.append(f"{pkg}={metadata.version(pkg)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{pkg}=none")
+    return tuple(out)
+
+
+__all__ = ["DEFAULT_OPTIMIZER", "INPUT_KINDS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS",
+           "PRECISIONS", "SpecKind", "Workload", "parse_input_size", "register_spec_kind",
+           "spec_kind", "spec_kinds"]

@@ -1,0 +1,48 @@
+"""Plain helpers shared by several test modules (no fixtures here: fixtures live in conftest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+#: ONNX default-domain opset of the hand-built test models.
+OPSET = 17
+F32 = TensorProto.FLOAT
+
+
+def init_tensor(name: str, shape: tuple[int, ...], dtype=np.float32) -> TensorProto:
+    """An ONNX initializer ``name`` of ``shape`` (seeded standard-normal values)."""
+    rng = np.random.default_rng(0)
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name)
+
+
+def save_onnx(graph: onnx.GraphProto, path: Path, opsets: dict[str, int] | None = None,
+              **save_kwargs) -> Path:
+    """Wrap ``graph`` in a model (opset :data:`OPSET` plus ``opsets``) and save it to ``path``."""
+    imports = [helper.make_opsetid("", OPSET)]
+    imports += [helper.make_opsetid(d, v) for d, v in (opsets or {}).items()]
+    model = helper.make_model(graph, opset_imports=imports, producer_name="perfcast-tests")
+    onnx.save_model(model, str(path), **save_kwargs)
+    return path
+
+
+def cnn_graph(batch: str | int = "N") -> onnx.GraphProto:
+    """Conv(3->4, 3x3, pad 1, bias), Relu, MaxPool 2, GlobalAveragePool, Flatten, Gemm(4->10)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
+    ]
+    return helper.make_graph(
+        nodes, "cnn",
+        [helper.make_tensor_value_info("x", F32, [batch, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", F32, [batch, 10])],
+        [init_tensor("w", (4, 3, 3, 3)), init_tensor("b", (4,)), init_tensor("fc_w", (10, 4)),
+         init_tensor("fc_b", (10,))])
