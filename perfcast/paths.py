@@ -20,6 +20,9 @@ location                    environment variable     default
                                                      ``~/.cache/perfcast/graphs`` — the graph cache
 :func:`graph_store_dir`     ``PERFCAST_GRAPH_STORE`` ``cache_dir().parent/labeled`` — graphs of
                                                      labeled records (learning)
+:func:`user_devices_dir`    ``PERFCAST_DEVICES_DIR`` ``data_home()/devices`` — the user's device
+                                                     specs (one ``<key>.json`` each, written by
+                                                     ``perfcast devices add``)
 :func:`package_data`        (see below)              files shipped inside the ``perfcast`` package
 ==========================  =======================  ================================================
 
@@ -43,6 +46,7 @@ PUBLIC_DATA_ENV = "PERFCAST_DATA"
 DATASETS_ENV = "PERFCAST_DATASETS"
 CACHE_DIR_ENV = "PERFCAST_CACHE_DIR"
 GRAPH_STORE_ENV = "PERFCAST_GRAPH_STORE"
+DEVICES_DIR_ENV = "PERFCAST_DEVICES_DIR"
 
 
 def _env_path(name: str) -> Path | None:
@@ -98,6 +102,14 @@ def graph_store_dir() -> Path:
     return cache_dir().parent / "labeled"
 
 
+def user_devices_dir() -> Path:
+    """The user's device specs (``<key>.json``, the keys of a ``devices.json`` row; written by
+    ``perfcast devices add``, loaded into the registry on first use): ``$PERFCAST_DEVICES_DIR``,
+    else ``data_home()/devices`` (not created here)."""
+    env = _env_path(DEVICES_DIR_ENV)
+    return env if env is not None else data_home() / "devices"
+
+
 def package_data(*parts: str) -> Path:
     """A file or directory shipped inside the ``perfcast`` package, e.g.
     ``package_data("predictors", "shipped")``.
@@ -114,7 +126,7 @@ def package_data(*parts: str) -> Path:
 
 
 __all__ = [
-    "CACHE_DIR_ENV", "DATASETS_ENV", "DATA_HOME_ENV", "GRAPH_STORE_ENV", "PUBLIC_DATA_ENV",
-    "cache_dir", "data_home", "graph_store_dir", "local_cpu_db", "local_datasets_dir",
-    "package_data", "public_data_dir",
+    "CACHE_DIR_ENV", "DATASETS_ENV", "DATA_HOME_ENV", "DEVICES_DIR_ENV", "GRAPH_STORE_ENV",
+    "PUBLIC_DATA_ENV", "cache_dir", "data_home", "graph_store_dir", "local_cpu_db",
+    "local_datasets_dir", "package_data", "public_data_dir", "user_devices_dir",
 ]

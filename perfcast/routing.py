@@ -112,6 +112,7 @@ class _Request:
         self.summary = GraphSummary.of(graph)
         self.shape = list(graph.meta.input_shapes[0][1:]) if graph.meta.input_shapes else None
         self._data = None
+        self._plan: list | None = None
         self._memsim: list[float | None] = []
         self.memsim_notes: list[str] = []
 
@@ -161,7 +162,24 @@ class _Request:
             return value
         return cache.get(w, strict=True) if cache is not None else MemsimCache.simulate(w)
 
-    def record(self, with_memsim: bool, need_graph: bool = True):
+    def plan(self):
+        """The request's :class:`~perfcast.features.kernels.KernelPlan` (forward graphs at batch
+        2 and 3, from the graph cache), ``None`` when the model's graph changes structure with
+        the batch."""
+        if self._plan is None:
+            from perfcast.cache import get_graph
+            from perfcast.features.kernels import KernelPlan
+            from perfcast.features.records import plan_workloads
+
+            g2, g3 = (get_graph(pw, use_cache=self.use_cache)
+                      for pw in plan_workloads(graph_workload(self.w)))
+            try:
+                self._plan = [KernelPlan.from_graphs(g2, g3)]
+            except PerfcastError:
+                self._plan = [None]
+        return self._plan[0]
+
+    def record(self, with_memsim: bool, need_graph: bool = True, need_plan: bool = False):
         """A one-record :class:`~perfcast.features.records.FeatureSet` of the request."""
         import numpy as np
         import pandas as pd
@@ -176,12 +194,13 @@ class _Request:
                               "batch_size": w.batch_size, "optimizer": w.train_optimizer}])
         return FeatureSet(rows=rows, static=st[None, :], graph_index=np.zeros(1, np.int64),
                           graphs=[self.data() if need_graph else None],
-                          y=np.full((1, len(TARGETS)), np.nan), summaries=[self.summary])
+                          y=np.full((1, len(TARGETS)), np.nan), summaries=[self.summary],
+                          plans=[self.plan()] if need_plan else [])
 
     def run(self, pred, with_memsim: bool, target: str) -> float | None:
         import numpy as np
 
-        values = pred.predict(self.record(with_memsim, pred.uses_graphs))
+        values = pred.predict(self.record(with_memsim, pred.uses_graphs, pred.uses_plans))
         v = float(values[0, pred.targets_.index(target)])
         return v if np.isfinite(v) and v > 0 else None
 

@@ -37,8 +37,9 @@ from perfcast.errors import ModelSpecError, PerfcastError
 MODES = ("infer", "train")
 #: ``amp`` = float16 autocast with fp32 weights; ``fp16`` / ``bf16`` = the whole model converted.
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
-#: Training optimizers (torch.optim): SGD, SGD with momentum 0.9, Adam, AdamW.
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+#: Training optimizers (torch.optim): SGD, SGD with momentum 0.9, Adam, AdamW — and ``none``:
+#: forward + backward without an optimizer step (what NeuSight and others label "training").
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "none")
 DEFAULT_OPTIMIZER = "sgd-momentum"
 #: Largest batch / dimension / sequence length accepted (a 32-bit signed int, as torch sizes).
 MAX_SIZE = 2**31 - 1

@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("PERFCAST_DATA", str(REPO.parent / "shared" / "data"))
 os.environ.setdefault("PERFCAST_DATASETS", str(REPO / "datasets"))
+# a developer's own devices (perfcast devices add) must not change what the tests see
+os.environ["PERFCAST_DEVICES_DIR"] = tempfile.mkdtemp(prefix="perfcast-test-devices-")
 
 #: With ``PERFCAST_REQUIRE_DATA=1`` (CI) a test needing absent shared data fails instead of skipping.
 REQUIRE_DATA_ENV = "PERFCAST_REQUIRE_DATA"

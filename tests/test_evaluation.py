@@ -91,7 +91,7 @@ def _synthetic(n_fam=12, seed=0):
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("split", list(SPLITS))
+@pytest.mark.parametrize("split", [s for s in SPLITS if s != "unseen-device"])
 def test_splits_grouped_by_model_and_disjoint(split):
     df = _synthetic()
     groups = model_groups(df)
@@ -106,6 +106,22 @@ def test_splits_grouped_by_model_and_disjoint(split):
         # every record of a tested model is tested (all its batch and input sizes)
         assert set(np.flatnonzero(np.isin(groups, list(gparts[2]))).tolist()) == parts[2]
         assert len(f.test) and len(f.train)
+
+
+def test_unseen_device_split_leaves_each_device_out_once():
+    df = _synthetic()
+    groups = model_groups(df)
+    devices = np.array(["a100", "v100", "t4"] * len(df))[:len(df)]
+    folds = make_splits("unseen-device", groups, df["family"].to_numpy(), devices=devices)
+    assert [f.name for f in folds] == ["seed1337-a100", "seed1337-t4", "seed1337-v100"]
+    tested = np.concatenate([f.test for f in folds])
+    assert sorted(tested.tolist()) == list(range(len(df)))  # every record tested exactly once
+    for f in folds:
+        d = set(devices[f.test])
+        assert len(d) == 1 and not d & set(devices[np.concatenate([f.train, f.valid])])
+        assert not set(f.train.tolist()) & set(f.valid.tolist()) and len(f.valid)
+    with pytest.raises(PerfcastError, match="devices"):
+        make_splits("unseen-device", groups, df["family"].to_numpy())
 
 
 def test_random_split_proportions_and_seeds():

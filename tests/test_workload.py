@@ -88,3 +88,22 @@ def test_measure_config_keys_are_those_of_existing_stores():
                            threads=1, repeat=1)
     assert cfg.key() == "d18c7b2ef5bb28c1ab4d572a4e82358f"
     assert MeasureConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_optimizer_none_is_forward_and_backward_only():
+    """``--optimizer none``: the training graph has no update nodes, the simulation no optimizer
+    state, the profiler no step — what NeuSight labels as training."""
+    from perfcast.frontends import build_graph
+    from perfcast.memory import simulate_memory
+    from perfcast.profiler.measure import measure
+
+    w = Workload.of("tests.models_for_tests:tiny_cnn", batch_size=2, input_size=(3, 16, 16),
+                    mode="train", optimizer="none")
+    phases = build_graph(w).summary()["phase_counts"]
+    assert "optimizer" not in phases and phases["backward"] > 0
+    with_sgd = build_graph(w.replace(optimizer="sgd")).summary()["phase_counts"]
+    assert with_sgd["optimizer"] > 0
+    est = simulate_memory(w)
+    assert est.optimizer_state_mb == 0 and est.grad_mb > 0
+    m = measure(MeasureConfig(w), warmup=0, iters=2, device="cpu", track_memory=False)
+    assert m.status == "ok" and m.time_ms_median > 0

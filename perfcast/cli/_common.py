@@ -145,7 +145,8 @@ def optional_model(alternative: str):
         help=f"{MODEL_HELP} (optional with {alternative})", show_default=False)]
 
 
-Device = Annotated[str, typer.Option("--device", "-d", help="Device key (perfcast devices).",
+Device = Annotated[str, typer.Option("--device", "-d", help="Device key (perfcast devices) or a "
+                                                           "JSON spec file of a GPU.",
                                      show_default=False)]
 BatchSize = Annotated[int | None, typer.Option(
     "--batch-size", "-b", help="Samples per batch (default: 1, or 32 for a predicted training "

@@ -146,8 +146,7 @@ def collect(
                         modes=[m.strip() for m in modes.split(",")],
                         precisions=[p.strip() for p in precisions.split(",")],
                         optimizer=optimizer)]
-    device = options.get("device", device)
-    get_device(device)  # unknown device: one-line error
+    device = get_device(options.get("device", device)).key  # a spec file → its key; unknown: error
     threads = options.get("threads", threads)
     settings = CollectSettings(
         warmup=warmup if warmup is not None else int(options.get("warmup", 5)),

@@ -332,9 +332,18 @@ def memory(
     out.print(t)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
-def devices(as_json: Json = False):
-    """List the hardware perfcast knows (peak TFLOPS, memory GB, bandwidth GB/s, MIG)."""
+# `perfcast devices` lists (as it always did); `devices add` / `devices remove` keep the user's
+# own device specs (perfcast.paths.user_devices_dir()).
+devices_app = typer.Typer(no_args_is_help=False)
+app.add_typer(devices_app, name="devices", rich_help_panel=PANEL_PREDICT)
+
+
+@devices_app.callback(invoke_without_command=True)
+def devices(ctx: typer.Context, as_json: Json = False):
+    """List the hardware perfcast knows (peak TFLOPS, memory GB, bandwidth GB/s, MIG); add or
+    remove your own devices (spec files with the keys of a devices.json row)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from perfcast.devices import list_devices
 
     rows = list_devices()
@@ -351,3 +360,41 @@ def devices(as_json: Json = False):
                   f"{d.bandwidth_gbs:g}" if d.bandwidth_gbs else "-",
                   str(len(d.mig_profiles)) if d.mig_profiles else "-")
     out.print(t)
+
+
+@devices_app.command("add")
+def devices_add(
+    spec: Annotated[str, typer.Argument(
+        help="Device spec: a JSON object with the keys of a devices.json row (perfcast devices "
+             "--json shows them); key defaults to the file name.", show_default=False)],
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Overwrite a user device or override a built-in one of that key.")] = False,
+    as_json: Json = False,
+):
+    """Validate SPEC.json and keep it as a user device, so its key can be named later
+    (--device KEY). Stored in $PERFCAST_DEVICES_DIR, else <data home>/devices."""
+    from perfcast.devices import add_user_device
+
+    dev, path = add_user_device(spec, replace=replace)
+    if as_json:
+        print_json({"key": dev.key, "path": str(path), "device": dev.to_dict()})
+        return
+    out.print(f"added device [bold]{dev.key}[/bold] ({dev.name}) → {path}", highlight=False)
+
+
+@devices_app.command("remove")
+def devices_remove(
+    key: Annotated[str, typer.Argument(help="Key of a user device (perfcast devices add).",
+                                       show_default=False)],
+    as_json: Json = False,
+):
+    """Delete a user device (built-in devices stay; a built-in the user device overrode comes
+    back)."""
+    from perfcast.devices import remove_user_device
+
+    files = remove_user_device(key)
+    if as_json:
+        print_json({"key": key.strip().lower(), "removed": [str(f) for f in files]})
+        return
+    out.print(f"removed device [bold]{key.strip().lower()}[/bold] "
+              f"({', '.join(str(f) for f in files)})", highlight=False)

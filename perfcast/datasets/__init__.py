@@ -8,7 +8,10 @@ in, examples out, drop reasons; ``.parts`` per file, ``.to_markdown()``).
     load_timm_benchmarks(which="all")   timm-benchmarks/benchmark-*.csv (6 files)
     load_gpumemnet()                    gpumemnet-timm-train-memory-a100.csv
     load_torchvision_benchmark()        pytorch-gpu-benchmark-torchvision.csv
-    load_all()                          all of the above, concatenated
+    load_neusight()                     neusight/labels.csv (transformers, whole-model latency)
+    load_neusight_peers()               neusight/peer_predictions.csv joined to the labels
+    load_all()                          all of the above but the peers, concatenated (NeuSight
+                                        when neusight/labels.csv is present)
 
 Schema (units as in :mod:`perfcast.store.db`):
 
@@ -73,6 +76,8 @@ from perfcast.datasets.gpumemnet import load_gpumemnet
 from perfcast.datasets.join import attach_graph_keys, record_workload
 from perfcast.datasets.local import (family_of, load_labeled, load_local_cpu, load_measurements,
                                      local_cpu_db)
+from perfcast.datasets.neusight import LABELS as NEUSIGHT_LABELS
+from perfcast.datasets.neusight import load_neusight, load_neusight_peers
 from perfcast.datasets.timm_bench import load_timm_benchmarks, timm_files
 from perfcast.datasets.torchvision_bench import load_torchvision_benchmark
 
@@ -81,14 +86,18 @@ __all__ = [
     "load_timm_benchmarks", "load_gpumemnet", "load_torchvision_benchmark", "load_all",
     "timm_files", "record_workload", "attach_graph_keys", "load_local_cpu", "load_measurements",
     "load_labeled", "family_of",
-    "local_cpu_db",
+    "local_cpu_db", "load_neusight", "load_neusight_peers",
 ]
 
 
 def load_all(data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
-    """Every supported file, concatenated; ``df.attrs["report"].files()`` are the per-file reports."""
+    """Every supported file, concatenated; ``df.attrs["report"].files()`` are the per-file reports.
+    NeuSight's labels are included when ``neusight/labels.csv`` is present (tasks select records
+    by ``source``, so they are unchanged by it)."""
     frames = [load_timm_benchmarks("all", data_dir=data_dir), load_gpumemnet(data_dir=data_dir),
               load_torchvision_benchmark(data_dir=data_dir)]
+    if (resolve_data_dir(data_dir) / NEUSIGHT_LABELS).is_file():
+        frames.append(load_neusight(data_dir=data_dir))
     parts = [f.attrs["report"] for f in frames]
     for f in frames:
         f.attrs = {}

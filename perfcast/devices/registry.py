@@ -1,8 +1,22 @@
 """The device registry: vendor peak numbers for known GPUs/CPUs, plus the local CPU.
 
 Rows live in ``devices.json`` next to this file (dense datasheet numbers, one ``source``
-note per row). The registry is open for extension: :func:`register_device` adds devices at
-runtime (plugins, user configs). The key ``cpu`` is reserved for :func:`local_cpu`, which is
+note per row). The registry is open for extension, in three ways:
+
+* a **device spec file** — one JSON object with the keys of a ``devices.json`` row — wherever a
+  device is named: ``get_device("path/to/my.json")`` (and so ``--device my.json`` on every
+  command) reads, validates and registers it for the process under its ``key`` (or a key made
+  from the file name when it has none);
+* **user devices** — the spec files in :func:`perfcast.paths.user_devices_dir`
+  (``$PERFCAST_DEVICES_DIR``, else ``<data home>/devices``), written by
+  ``perfcast devices add`` (:func:`add_user_device`) and loaded on first use, so their keys can be
+  named later; a user device may override a built-in key only when added with ``--replace``;
+* :func:`register_device` from Python (plugins, tests).
+
+Every row, built-in or not, is validated in one place, :meth:`Device.__post_init__`: unknown
+fields, missing required fields (a GPU needs ``peak_fp32_tflops``, ``memory_gb``,
+``bandwidth_gbs``, ``sm_count``) and nonsense values are one-line :class:`PerfcastError`\\ s
+naming the key (and the file). The key ``cpu`` is reserved for :func:`local_cpu`, which is
 detected from ``/proc`` / ``/sys`` / psutil and never crashes when those are missing.
 """
 
@@ -16,6 +30,7 @@ import json
 import math
 import os
 import platform
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.paths import package_data
+from perfcast.paths import package_data, user_devices_dir
 
 _DATA_FILE = package_data("devices", "devices.json")
 
@@ -32,7 +47,7 @@ LOCAL_CPU_KEY = "cpu"
 
 #: Precisions accepted by :meth:`Device.peak_tflops` ("amp" = FP16 tensor cores; "tf32" is a
 #: peak, not a workload precision — see :data:`perfcast.workload.PRECISIONS` for those).
-PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "amp", "bf16")
+PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "amp", "bf16", "fp64")
 
 _PRECISION_FIELD = {
     "fp32": "peak_fp32_tflops",
@@ -40,27 +55,59 @@ _PRECISION_FIELD = {
     "fp16": "peak_fp16_tflops",
     "amp": "peak_fp16_tflops",
     "bf16": "peak_bf16_tflops",
+    "fp64": "peak_fp64_tflops",
 }
 
 _KINDS = ("gpu", "cpu")
 
+#: Numbers that must be > 0 when given, with their unit (for messages).
+_POSITIVE_NUMBERS: dict[str, str] = {
+    "peak_fp32_tflops": "TFLOPS", "peak_tf32_tflops": "TFLOPS", "peak_fp16_tflops": "TFLOPS",
+    "peak_bf16_tflops": "TFLOPS", "peak_fp64_tflops": "TFLOPS", "memory_gb": "GB",
+    "bandwidth_gbs": "GB/s", "boost_clock_mhz": "MHz", "l2_mb": "MB", "tdp_w": "W",
+}
+#: Whole numbers that must be > 0 when given.
+_POSITIVE_INTS: dict[str, str] = {"sm_count": "SMs/CUs", "fp32_cores_per_sm": "cores per SM",
+                                  "cores": "cores"}
+#: What a device of each kind cannot do without (a GPU model reads all four).
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpu": ("peak_fp32_tflops", "memory_gb", "bandwidth_gbs", "sm_count"),
+    "cpu": ("peak_fp32_tflops", "cores"),
+}
+_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._+-]*")
+_CC_RE = re.compile(r"\d+\.\d+|gfx[0-9a-f]{3,4}")
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: A non-tensor FP32 peak above this is a unit mistake (GFLOPS given as TFLOPS).
+_MAX_FP32_TFLOPS = 1000.0
+
 
 @dataclass(frozen=True)
 class Device:
-    """One device row. Units: TFLOPS, GB, GB/s, MB, W (see ``devices.json`` ``units``)."""
+    """One device row. Units: TFLOPS, GB, GB/s, MB, W, MHz (see ``devices.json`` ``units``).
+
+    Validated on construction (:meth:`__post_init__`): the key is a lower-case token, ``kind``
+    is ``gpu`` or ``cpu``, the fields :data:`REQUIRED_FIELDS` names for the kind are present,
+    numbers are numbers > 0, counts whole numbers > 0. Anything else is a one-line
+    :class:`PerfcastError` naming the key.
+    """
 
     key: str
-    name: str
-    kind: str  # "gpu" | "cpu"
-    vendor: str
-    architecture: str
-    peak_fp32_tflops: float | None
+    name: str = ""
+    kind: str = ""  # "gpu" | "cpu"
+    vendor: str = ""
+    architecture: str = ""
+    peak_fp32_tflops: float | None = None
     peak_tf32_tflops: float | None = None
     peak_fp16_tflops: float | None = None
     peak_bf16_tflops: float | None = None
+    peak_fp64_tflops: float | None = None  # vector FP64 (not FP64 tensor cores)
     memory_gb: float | None = None
     bandwidth_gbs: float | None = None
-    sm_count: int | None = None  # GPUs
+    sm_count: int | None = None  # GPUs: SMs (NVIDIA) / compute units (AMD)
+    fp32_cores_per_sm: int | None = None  # GPUs: CUDA cores per SM / stream processors per CU
+    boost_clock_mhz: float | None = None  # GPUs: the clock the FP32 peak is computed at
+    compute_capability: str | None = None  # NVIDIA "8.0"; AMD gfx target "gfx90a"
+    arch_year: int | None = None  # launch year of the architecture
     cores: int | None = None  # CPUs
     l2_mb: float | None = None  # CPUs: last-level cache
     tdp_w: float | None = None
@@ -71,29 +118,82 @@ class Device:
     detected: bool = False
 
     def __post_init__(self) -> None:
-        key = str(self.key).strip().lower()
-        if not key:
-            raise PerfcastError("device key must be a non-empty string")
-        object.__setattr__(self, "key", key)
+        set_ = functools.partial(object.__setattr__, self)
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise PerfcastError(f"device key must be a non-empty string, got {self.key!r}")
+        key = self.key.strip().lower()
+        set_("key", key)
+
+        def fail(msg: str) -> PerfcastError:
+            return PerfcastError(f"device '{key}': {msg}")
+
+        if not _KEY_RE.fullmatch(key) or key.endswith(".json"):
+            raise fail("the key may hold only letters, digits and . _ + - (starting with a "
+                       "letter or digit), and must not end in .json")
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise fail("name is required (a non-empty string)")
         if self.kind not in _KINDS:
-            raise PerfcastError(f"device '{key}': kind must be one of {_KINDS}, got {self.kind!r}")
-        object.__setattr__(self, "mig_profiles", tuple(str(p) for p in (self.mig_profiles or ())))
-        for name in ("peak_fp32_tflops", "peak_tf32_tflops", "peak_fp16_tflops",
-                     "peak_bf16_tflops", "memory_gb", "bandwidth_gbs", "l2_mb", "tdp_w"):
+            raise fail(f"kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        for name in ("vendor", "architecture", "source", "as_of", "notes"):
+            value = getattr(self, name)
+            if value is None:
+                set_(name, "")
+            elif not isinstance(value, str):
+                raise fail(f"{name} must be a string, got {value!r}")
+        if self.as_of and not _DATE_RE.fullmatch(self.as_of):
+            raise fail(f"as_of must be an ISO date YYYY-MM-DD, got {self.as_of!r}")
+        for name, unit in _POSITIVE_NUMBERS.items():
             value = getattr(self, name)
             if value is None:
                 continue
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise PerfcastError(f"device '{key}': {name} must be a number or null, got {value!r}") from None
-            if not math.isfinite(value) or value < 0:
-                raise PerfcastError(f"device '{key}': {name} must be finite and >= 0, got {value!r}")
-            object.__setattr__(self, name, value)
-        for name in ("sm_count", "cores"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise fail(f"{name} must be a number ({unit}), got {value!r}")
+            value = float(value)
+            if not math.isfinite(value):
+                raise fail(f"{name} must be a finite number ({unit}), got {value!r}")
+            if value <= 0:
+                raise fail(f"{name} must be > 0 {unit}, got {getattr(self, name)!r}")
+            set_(name, value)
+        for name, unit in _POSITIVE_INTS.items():
             value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, int(value))
+            if value is None:
+                continue
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or (isinstance(value, float) and not value.is_integer())):
+                raise fail(f"{name} must be a whole number ({unit}), got {value!r}")
+            if value <= 0:
+                raise fail(f"{name} must be > 0 {unit}, got {value!r}")
+            set_(name, int(value))
+        cc = self.compute_capability
+        if cc is not None and (not isinstance(cc, str) or not _CC_RE.fullmatch(cc.strip())):
+            raise fail(f'compute_capability must be a string like "8.0" (NVIDIA) or "gfx90a" '
+                       f"(AMD), got {cc!r}")
+        if isinstance(cc, str):
+            set_("compute_capability", cc.strip())
+        year = self.arch_year
+        if year is not None:
+            if (isinstance(year, bool) or not isinstance(year, (int, float))
+                    or (isinstance(year, float) and not year.is_integer())
+                    or not 1990 <= year <= 2100):
+                raise fail(f"arch_year must be a year (1990-2100), got {year!r}")
+            set_("arch_year", int(year))
+        profiles = self.mig_profiles
+        if profiles is None:
+            profiles = ()
+        if isinstance(profiles, str) or not isinstance(profiles, (list, tuple)) or not all(
+                isinstance(p, str) and p.strip() for p in profiles):
+            raise fail(f"mig_profiles must be a list of profile names, got {profiles!r}")
+        set_("mig_profiles", tuple(p.strip() for p in profiles))
+        if not isinstance(self.detected, bool):
+            raise fail(f"detected must be true or false, got {self.detected!r}")
+        missing = [f for f in REQUIRED_FIELDS[self.kind] if getattr(self, f) is None]
+        if missing:
+            units = {**_POSITIVE_NUMBERS, **_POSITIVE_INTS}
+            raise fail(f"missing {', '.join(f'{m} ({units[m]})' for m in missing)}: required "
+                       f"for a {self.kind.upper()}")
+        if self.is_gpu and self.peak_fp32_tflops > _MAX_FP32_TFLOPS:
+            raise fail(f"peak_fp32_tflops {self.peak_fp32_tflops:g} TFLOPS is implausible for "
+                       f"non-tensor FP32 (> {_MAX_FP32_TFLOPS:g}); is it in GFLOPS? divide by 1000")
 
     # -- conversions -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -103,16 +203,32 @@ class Device:
         return out
 
     @classmethod
-    def from_dict(cls, row: Mapping[str, Any]) -> Device:
-        """Build a device from a ``devices.json`` row; unknown fields are an error."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(row) - names)
+    def from_dict(cls, row: Mapping[str, Any], *, origin: str | None = None) -> Device:
+        """Build a device from a ``devices.json`` row (or a spec file's object). Unknown fields
+        are an error naming them; ``origin`` (a file) prefixes every error message."""
+        prefix = f"{origin}: " if origin else ""
+        if not isinstance(row, Mapping):
+            raise PerfcastError(f"{prefix}a device is a JSON object with the keys of a "
+                                f"devices.json row, got {type(row).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        key = row.get("key")
+        label = f"device '{str(key).strip().lower()}'" if key else "device row"
+        unknown = sorted(set(row) - set(names))
         if unknown:
-            raise PerfcastError(f"device row {row.get('key', '?')!r}: unknown field(s) {', '.join(unknown)}")
+            hints = []
+            for u in unknown:
+                close = difflib.get_close_matches(str(u), names, n=1, cutoff=0.6)
+                hints.append(f"{u} (did you mean {close[0]}?)" if close else str(u))
+            raise PerfcastError(f"{prefix}{label}: unknown field(s) {', '.join(hints)}; the "
+                                f"fields are those of a devices.json row (perfcast devices --json)")
+        if not key:
+            raise PerfcastError(f"{prefix}{label}: missing key")
         try:
             return cls(**dict(row))
-        except TypeError as exc:  # missing required fields
-            raise PerfcastError(f"device row {row.get('key', '?')!r}: {exc}") from None
+        except PerfcastError as exc:
+            raise PerfcastError(f"{prefix}{exc}") from None
+        except TypeError as exc:  # e.g. a non-hashable where a string belongs
+            raise PerfcastError(f"{prefix}{label}: {exc}") from None
 
     # -- queries -----------------------------------------------------------------------
     @property
@@ -130,15 +246,63 @@ class Device:
         return self.sm_count if self.is_gpu else self.cores
 
     def peak_tflops(self, precision: str = "fp32") -> float | None:
-        """Peak TFLOPS at ``precision`` ("fp32" | "tf32" | "fp16" | "amp" | "bf16").
+        """Peak TFLOPS at ``precision`` ("fp32" | "tf32" | "fp16" | "amp" | "bf16" | "fp64").
 
-        Falls back to the FP32 peak when the device has no number for that precision.
+        Falls back to the FP32 peak when the device has no number for a reduced precision (it
+        then runs on the FP32 units); an unknown FP64 peak is ``None`` (FP64 is never faster).
         """
         p = str(precision).strip().lower()
         if p not in _PRECISION_FIELD:
             raise PerfcastError(f"unknown precision '{precision}'; use one of: {', '.join(PEAK_PRECISIONS)}")
         value = getattr(self, _PRECISION_FIELD[p])
+        if p == "fp64":
+            return value
         return self.peak_fp32_tflops if value is None else value
+
+
+# --------------------------------------------------------------------------------------
+# Device spec files
+# --------------------------------------------------------------------------------------
+def key_from_file_name(path: str | os.PathLike[str]) -> str:
+    """The key of a spec file without one: its name without ``.json``, lower-cased, runs of
+    other characters than letters, digits and ``. _ + -`` replaced by ``-``."""
+    stem = Path(path).name
+    stem = stem[:-5] if stem.lower().endswith(".json") else stem
+    key = re.sub(r"[^a-z0-9._+-]+", "-", stem.lower()).strip("-.")
+    if not key:
+        raise PerfcastError(f"{path}: no \"key\" in the spec and none can be made from the file "
+                            f"name; add \"key\": \"my-gpu\"")
+    return key
+
+
+def load_device_spec(path: str | os.PathLike[str]) -> Device:
+    """Read and validate a device spec file (one JSON object with the keys of a
+    ``devices.json`` row; ``key`` defaults to :func:`key_from_file_name`). Registers nothing.
+    Errors name the file and the key."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise PerfcastError(f"device spec file not found: {path}")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PerfcastError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
+                            f"{exc.colno})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PerfcastError(f"cannot read device spec {path}: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise PerfcastError(f"{path}: a device spec is one JSON object with the keys of a "
+                            f"devices.json row, got a JSON {type(doc).__name__}")
+    row = dict(doc)
+    if row.get("key") in (None, ""):
+        row["key"] = key_from_file_name(p)
+    return Device.from_dict(row, origin=str(path))
+
+
+def _spec_row(device: Device) -> dict[str, Any]:
+    """What a user device file holds: the row without the runtime-only ``detected``."""
+    row = device.to_dict()
+    row.pop("detected", None)
+    return row
 
 
 # --------------------------------------------------------------------------------------
@@ -146,7 +310,14 @@ class Device:
 # --------------------------------------------------------------------------------------
 _LOCK = threading.RLock()
 _REGISTRY: dict[str, Device] = {}
+_BUILTIN: dict[str, Device] = {}
+_ORIGIN: dict[str, str] = {}  # key -> where the registered row came from (messages)
 _LOADED = False
+_USER_DIR: Path | None = None  # the user-devices directory whose files are loaded
+_USER_FILES: dict[str, Path] = {}  # key -> file, of the loaded user devices
+_SPECS: dict[tuple[str, int, int], Device] = {}  # (resolved path, mtime, size) -> --device spec
+
+_BUILTIN_ORIGIN = "built-in"
 
 
 def _load_builtin() -> list[Device]:
@@ -155,26 +326,88 @@ def _load_builtin() -> list[Device]:
     except (OSError, ValueError) as exc:
         raise PerfcastError(f"cannot read device table {_DATA_FILE.name}: {exc}") from None
     rows = doc["devices"] if isinstance(doc, Mapping) else doc
-    return [Device.from_dict(row) for row in rows]
+    return [Device.from_dict(row, origin=_DATA_FILE.name) for row in rows]
 
 
-def _ensure_loaded() -> dict[str, Device]:
+def _ensure_builtin() -> dict[str, Device]:
     global _LOADED
     if not _LOADED:
         with _LOCK:
             if not _LOADED:
-                builtin = {}
+                builtin: dict[str, Device] = {}
                 for dev in _load_builtin():
                     if dev.key in builtin:
                         raise PerfcastError(f"duplicate device key '{dev.key}' in {_DATA_FILE.name}")
                     builtin[dev.key] = dev
+                _BUILTIN.clear()
+                _BUILTIN.update(builtin)
                 # Devices registered before the first lookup keep their place after the built-ins.
+                merged = dict(builtin)
                 for key, dev in _REGISTRY.items():
-                    builtin[key] = dev
+                    merged[key] = dev
+                for key in builtin:
+                    _ORIGIN.setdefault(key, _BUILTIN_ORIGIN)
                 _REGISTRY.clear()
-                _REGISTRY.update(builtin)
+                _REGISTRY.update(merged)
                 _LOADED = True
     return _REGISTRY
+
+
+def _read_user_dir(folder: Path) -> dict[str, tuple[Device, Path]]:
+    """The valid user devices of ``folder`` (errors name the bad file)."""
+    if not folder.is_dir():
+        return {}
+    found: dict[str, tuple[Device, Path]] = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        dev = load_device_spec(path)
+        hint = f"fix or delete the file (perfcast devices remove {dev.key})"
+        if dev.key == LOCAL_CPU_KEY:
+            raise PerfcastError(f"{path}: device key '{LOCAL_CPU_KEY}' is reserved for the "
+                                f"detected local CPU; {hint}")
+        if dev.key in found:
+            raise PerfcastError(f"{path}: device key '{dev.key}' is also defined by "
+                                f"{found[dev.key][1]}; {hint}")
+        found[dev.key] = (dev, path)
+    return found
+
+
+def _drop_user_key(key: str) -> None:
+    """Forget the loaded user device ``key`` (a built-in it overrode comes back)."""
+    _USER_FILES.pop(key, None)
+    if key in _BUILTIN:
+        _REGISTRY[key] = _BUILTIN[key]
+        _ORIGIN[key] = _BUILTIN_ORIGIN
+    else:
+        _REGISTRY.pop(key, None)
+        _ORIGIN.pop(key, None)
+
+
+def _sync_user_devices() -> None:
+    """Load the user-devices directory's files (once per directory: a changed
+    ``$PERFCAST_DEVICES_DIR`` swaps the set)."""
+    global _USER_DIR
+    folder = user_devices_dir()
+    if folder == _USER_DIR:
+        return
+    with _LOCK:
+        if folder == _USER_DIR:
+            return
+        found = _read_user_dir(folder)  # raises before anything changes
+        for key in list(_USER_FILES):
+            _drop_user_key(key)
+        for key, (dev, path) in found.items():
+            _REGISTRY[key] = dev  # a built-in it overrides keeps its place
+            _ORIGIN[key] = f"user device file {path}"
+            _USER_FILES[key] = path
+        _USER_DIR = folder
+
+
+def _ensure_loaded() -> dict[str, Device]:
+    registry = _ensure_builtin()
+    _sync_user_devices()
+    return registry
 
 
 def register_device(device: Device, *, replace: bool = False) -> Device:
@@ -186,15 +419,30 @@ def register_device(device: Device, *, replace: bool = False) -> Device:
     with _LOCK:
         registry = _ensure_loaded()
         if device.key in registry and not replace:
-            raise PerfcastError(f"device '{device.key}' is already registered; pass replace=True to override it")
+            raise PerfcastError(f"device '{device.key}' is already registered "
+                                f"({device_origin(device.key)}); pass replace=True to override it")
         registry[device.key] = device
+        _ORIGIN[device.key] = "registered at runtime"
     return device
 
 
 def unregister_device(key: str) -> None:
     """Remove a device added with :func:`register_device` (mainly for tests and plugins)."""
     with _LOCK:
-        _ensure_loaded().pop(str(key).strip().lower(), None)
+        k = str(key).strip().lower()
+        _ensure_loaded().pop(k, None)
+        _ORIGIN.pop(k, None)
+        _USER_FILES.pop(k, None)
+
+
+def device_origin(key: str) -> str:
+    """Where the registered device ``key`` came from: ``built-in``, ``user device file …``,
+    ``spec file …`` or ``registered at runtime`` (``""`` when unknown)."""
+    k = str(key).strip().lower()
+    if k == LOCAL_CPU_KEY:
+        return "detected"
+    _ensure_loaded()
+    return _ORIGIN.get(k, "")
 
 
 def device_keys() -> list[str]:
@@ -219,18 +467,158 @@ def _suggest(query: str, keys: list[str]) -> list[str]:
     return out[:4]
 
 
-def get_device(key: str) -> Device:
-    """Look a device up by key (case-insensitive). ``cpu`` is the detected local CPU."""
-    query = str(key).strip().lower()
+def _looks_like_path(text: str) -> bool:
+    return (text.lower().endswith(".json") or "/" in text or os.sep in text
+            or text.startswith("~"))
+
+
+def _from_spec_file(text: str) -> Device:
+    """The device of the spec file ``text``, registered for the process under its key."""
+    p = Path(text).expanduser()
+    try:
+        st = p.stat()
+    except OSError:
+        raise PerfcastError(f"device spec file not found: {text}") from None
+    ident = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    with _LOCK:
+        registry = _ensure_loaded()
+        cached = _SPECS.get(ident)
+        if cached is not None and registry.get(cached.key) is cached:
+            return cached
+        dev = load_device_spec(text)
+        if dev.key == LOCAL_CPU_KEY:
+            raise PerfcastError(f"{text}: device key '{LOCAL_CPU_KEY}' is reserved for the "
+                                f"detected local CPU; give the spec another \"key\"")
+        current = registry.get(dev.key)
+        origin = f"spec file {ident[0]}"
+        if current is not None and current == dev:
+            dev = current  # the same row (e.g. the file of a user device): reuse it
+        elif current is not None and _ORIGIN.get(dev.key) != origin:
+            how = (f"; to override it for good: perfcast devices add {text} --replace"
+                   if dev.key in _BUILTIN or dev.key in _USER_FILES else "")
+            raise PerfcastError(f"{text}: device key '{dev.key}' is already taken "
+                                f"({device_origin(dev.key)}) by a device with other values; give "
+                                f"the spec another \"key\"{how}")
+        else:
+            registry[dev.key] = dev
+            _ORIGIN[dev.key] = origin
+        _SPECS[ident] = dev
+        return dev
+
+
+def get_device(key_or_path: str | os.PathLike[str] | Device) -> Device:
+    """A device by registry key (case-insensitive; ``cpu`` is the detected local CPU) or by the
+    path of a device spec file (a string ending in ``.json``, holding a path separator, or an
+    existing file that is not a registry key): the spec is read, validated and registered for
+    the process under its ``key`` (or a key made from the file name). A :class:`Device` is
+    returned as is."""
+    if isinstance(key_or_path, Device):
+        return key_or_path
+    if isinstance(key_or_path, os.PathLike):
+        return _from_spec_file(os.fspath(key_or_path))
+    text = str(key_or_path).strip()
+    query = text.lower()
     if query == LOCAL_CPU_KEY:
         return local_cpu()
+    if _looks_like_path(text):
+        return _from_spec_file(text)
     registry = _ensure_loaded()
     dev = registry.get(query)
     if dev is not None:
         return dev
+    if text and Path(text).is_file():
+        return _from_spec_file(text)
     matches = _suggest(query, device_keys())
     hint = f"did you mean {', '.join(matches)}? " if matches else ""
-    raise PerfcastError(f"unknown device '{key}'; {hint}run `perfcast devices` to list them")
+    raise PerfcastError(f"unknown device '{key_or_path}'; {hint}run `perfcast devices` to list "
+                        f"them, or give the path of a device spec .json")
+
+
+# --------------------------------------------------------------------------------------
+# User devices (perfcast devices add / remove)
+# --------------------------------------------------------------------------------------
+def user_devices() -> dict[str, Path]:
+    """The loaded user devices: key → their file in :func:`~perfcast.paths.user_devices_dir`."""
+    _ensure_loaded()
+    return dict(_USER_FILES)
+
+
+def add_user_device(path: str | os.PathLike[str], *, replace: bool = False) -> tuple[Device, Path]:
+    """Validate the spec file ``path`` and keep it as a user device
+    (``user_devices_dir()/<key>.json``), registered at once. A key that is built-in, already a
+    user device or registered otherwise needs ``replace=True``. Returns the device and its file."""
+    dev = load_device_spec(path)
+    if dev.key == LOCAL_CPU_KEY:
+        raise PerfcastError(f"{path}: device key '{LOCAL_CPU_KEY}' is reserved for the detected "
+                            f"local CPU; give the spec another \"key\"")
+    with _LOCK:
+        registry = _ensure_loaded()
+        folder = user_devices_dir()
+        previous = _USER_FILES.get(dev.key)
+        if not replace and dev.key in registry:
+            what = ("a built-in device" if _ORIGIN.get(dev.key) == _BUILTIN_ORIGIN
+                    else f"already a user device ({previous})" if previous is not None
+                    else f"already registered ({device_origin(dev.key)})")
+            raise PerfcastError(f"{path}: device '{dev.key}' is {what}; pass --replace to "
+                                f"override it, or give the spec another \"key\"")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"{dev.key}.json"
+            tmp = folder / f".{dev.key}.json.tmp"
+            tmp.write_text(json.dumps(_spec_row(dev), indent=2, ensure_ascii=False) + "\n",
+                           encoding="utf-8")
+            os.replace(tmp, target)
+            if previous is not None and previous != target and previous.exists():
+                previous.unlink()
+        except OSError as exc:
+            raise PerfcastError(f"cannot write the user device to {folder}: {exc}") from None
+        registry[dev.key] = dev
+        _ORIGIN[dev.key] = f"user device file {target}"
+        _USER_FILES[dev.key] = target
+    return dev, target
+
+
+def _file_key(path: Path) -> str:
+    """The key a user device file declares (its name's key when unreadable)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        key = doc.get("key") if isinstance(doc, Mapping) else None
+        if isinstance(key, str) and key.strip():
+            return key.strip().lower()
+    except (OSError, ValueError):
+        pass
+    try:
+        return key_from_file_name(path)
+    except PerfcastError:
+        return ""
+
+
+def remove_user_device(key: str) -> list[Path]:
+    """Delete the user device ``key`` (its file(s) in ``user_devices_dir()``; read even when
+    another file there is broken) and unregister it — a built-in it overrode comes back.
+    Built-in devices cannot be removed. Returns the deleted files."""
+    k = str(key).strip().lower()
+    folder = user_devices_dir()
+    files = [p for p in sorted(folder.glob("*.json")) if not p.name.startswith(".")
+             and p.is_file() and _file_key(p) == k] if folder.is_dir() else []
+    if not files:
+        builtin = _ensure_builtin()
+        if k in builtin and _ORIGIN.get(k) == _BUILTIN_ORIGIN:
+            raise PerfcastError(f"'{k}' is a built-in device; only user devices (in {folder}) "
+                                f"can be removed")
+        known = sorted(_file_key(p) for p in folder.glob("*.json")) if folder.is_dir() else []
+        have = f" (user devices: {', '.join(known)})" if known else " (there are none)"
+        raise PerfcastError(f"no user device '{k}' in {folder}{have}")
+    try:
+        for p in files:
+            p.unlink()
+    except OSError as exc:
+        raise PerfcastError(f"cannot delete {p}: {exc}") from None
+    with _LOCK:
+        if _USER_DIR == folder and k in _USER_FILES:
+            _drop_user_key(k)
+    return files
+
 
 
 # --------------------------------------------------------------------------------------
@@ -462,11 +850,18 @@ def local_cpu() -> Device:
 __all__ = [
     "LOCAL_CPU_KEY",
     "PEAK_PRECISIONS",
+    "REQUIRED_FIELDS",
     "Device",
+    "add_user_device",
     "device_keys",
+    "device_origin",
     "get_device",
+    "key_from_file_name",
     "list_devices",
+    "load_device_spec",
     "local_cpu",
     "register_device",
+    "remove_user_device",
     "unregister_device",
+    "user_devices",
 ]

@@ -215,7 +215,8 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
         raise PerfcastError(f"task {name}: no usable record left (drops: "
                             + ", ".join(f"{r} {n}" for r, n in data.drops.items() if n) + ")")
     groups = model_groups(fs.rows, fs.summaries, fs.graph_index)
-    folds = make_splits(split, groups, fs.families(), seeds, k=k, valid_frac=valid_frac)
+    folds = make_splits(split, groups, fs.families(), seeds, k=k, valid_frac=valid_frac,
+                        devices=fs.rows["device"].astype(str).to_numpy())
 
     # -- fits -----------------------------------------------------------------------------------
     pred_frames, fit_rows = [], []

@@ -25,6 +25,10 @@ Splits (``make_splits``):
                    fold k tests the families of fold k and trains on the others, so every family
                    is tested exactly once and never trained on when tested. Validation = whole
                    families (≈ 15 % of the training records) held out of the training part.
+``unseen-device``  leave-one-device-out: fold d tests every record of device d and trains on
+                   the other devices (the same models may be trained on elsewhere: the question
+                   is a new GPU, NeuSight's protocol); validation = 15 % of the training
+                   (device, model) pairs. Needs at least 2 devices.
 
 The validation part always comes out of the training part only. Every :class:`Fold` checks on
 construction that test, train and validation are disjoint (by record and by group).
@@ -46,6 +50,9 @@ SPLITS: dict[str, str] = {
     "unseen-family": "leave-family-out K-fold: each family tested once by a predictor trained "
                      "without it, validation = held-out training families (DNNPerf RQ2, "
                      "unseen models)",
+    "unseen-device": "leave-one-device-out: each device tested once by a predictor trained on the "
+                     "other devices, validation = 15 % of the training (device, model) pairs "
+                     "(NeuSight's protocol: unseen GPUs)",
 }
 #: Seeds used when none are given: TraPPM's five Monte Carlo seeds; one K-fold partition for
 #: ``unseen-family`` (each family is already tested once).
@@ -53,6 +60,7 @@ DEFAULT_SEEDS: dict[str, tuple[int, ...]] = {
     "random": (1337, 1338, 1339, 1340, 1341),
     "family-mc": (1337, 1338, 1339, 1340, 1341),
     "unseen-family": (1337,),
+    "unseen-device": (1337,),
 }
 
 
@@ -245,9 +253,33 @@ def unseen_family_split(groups: np.ndarray, families: np.ndarray, seed: int, k: 
     return folds
 
 
+def unseen_device_split(groups: np.ndarray, devices: np.ndarray, seed: int,
+                        valid_frac: float = 0.15) -> list[Fold]:
+    """Leave-one-device-out (see the module doc): one fold per device."""
+    devices = np.asarray(devices).astype(str)
+    names = sorted(set(devices.tolist()))
+    _require(len(names) >= 2, f"unseen-device split needs at least 2 devices, the data has "
+                              f"{len(names)}")
+    rng = np.random.default_rng(seed)
+    # (device, model) pairs: validation takes whole pairs, so a model's batch sizes stay together
+    pair = np.unique(np.stack([np.unique(devices, return_inverse=True)[1], groups]), axis=1,
+                     return_inverse=True)[1].reshape(-1)
+    folds = []
+    for d in names:
+        te = np.flatnonzero(devices == d)
+        rest = np.flatnonzero(devices != d)
+        pairs = np.unique(pair[rest])
+        n_val = int(round(valid_frac * len(pairs)))
+        val_pairs = set(rng.choice(pairs, n_val, replace=False).tolist()) if n_val else set()
+        in_val = np.isin(pair[rest], list(val_pairs))
+        folds.append(Fold(f"seed{seed}-{d}", seed, rest[~in_val], rest[in_val], te, None))
+    return folds
+
+
 def make_splits(split: str, groups: np.ndarray, families: np.ndarray, seeds=None, *, k: int = 5,
-                valid_frac: float = 0.15) -> list[Fold]:
-    """All folds of ``split`` for ``seeds`` (default :data:`DEFAULT_SEEDS`)."""
+                valid_frac: float = 0.15, devices: np.ndarray | None = None) -> list[Fold]:
+    """All folds of ``split`` for ``seeds`` (default :data:`DEFAULT_SEEDS`); ``devices`` (one per
+    record) for ``unseen-device``."""
     if split not in SPLITS:
         raise PerfcastError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
     seeds = list(seeds) if seeds else list(DEFAULT_SEEDS[split])
@@ -262,6 +294,10 @@ def make_splits(split: str, groups: np.ndarray, families: np.ndarray, seeds=None
             out.append(random_split(groups, s, (1 - 0.15 - 0.15, 0.15, 0.15)))
         elif split == "family-mc":
             out.append(family_mc_split(groups, families, s, valid_frac=valid_frac))
+        elif split == "unseen-device":
+            if devices is None:
+                raise PerfcastError("the unseen-device split needs the records' devices")
+            out += unseen_device_split(groups, devices, s, valid_frac=valid_frac)
         else:
             out += unseen_family_split(groups, families, s, k=k, valid_frac=valid_frac)
     for f in out:

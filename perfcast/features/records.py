@@ -33,7 +33,7 @@ from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
 from perfcast.features.encode import _DTYPE_BYTES, GRAPH_LAYOUT_VERSION
 from perfcast.graph import ModelGraph
-from perfcast.workload import DEFAULT_OPTIMIZER, OPTIMIZERS, PRECISIONS, Workload
+from perfcast.workload import DEFAULT_OPTIMIZER, PRECISIONS, Workload
 
 #: Batch size every learning graph is built at.
 REF_BATCH = 1
@@ -45,6 +45,11 @@ TARGETS: tuple[str, ...] = ("time_ms", "memory_mb", "energy_j")
 #: their weights and refuse to load against another. Bump when a column of
 #: :data:`STATIC_NAMES` (or the graph layout) changes meaning or order.
 FEATURE_LAYOUT_VERSION = f"{GRAPH_LAYOUT_VERSION}-static2"
+
+#: The optimizers with a one-hot static column (layout ``static2``). ``none`` (forward +
+#: backward only) came later: like a record that does not say which optimizer, it sets none of
+#: them — models that need to tell the two apart use their own features.
+STEP_OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 
 #: Static features of a record (graph aggregates rescaled to the record's batch; magnitudes
 #: are log1p). ``memsim`` columns hold the tensor-memory simulation of the record's real
@@ -59,7 +64,8 @@ STATIC_NAMES: tuple[str, ...] = (
     "log1p_flops", "log1p_activation_bytes", "log1p_param_bytes", "log1p_input_elements",
     "log1p_attention_count", "log1p_norm_count", "log1p_macs_per_sample",
     "log1p_activation_bytes_per_sample", "log1p_max_node_activation_bytes",
-    "mode=train", *(f"precision={p}" for p in PRECISIONS), *(f"optimizer={o}" for o in OPTIMIZERS),
+    "mode=train", *(f"precision={p}" for p in PRECISIONS),
+    *(f"optimizer={o}" for o in STEP_OPTIMIZERS),
     "log1p_memsim_mb", "has_memsim",
 )
 _S = {n: i for i, n in enumerate(STATIC_NAMES)}
@@ -78,6 +84,13 @@ def learning_workload(w: Workload) -> Workload:
     optimizer, which an inference graph does not use: records of one model share it)."""
     return w.replace(batch_size=REF_BATCH, mode="infer", precision="fp32",
                      optimizer=DEFAULT_OPTIMIZER)
+
+
+def plan_workloads(w: Workload) -> tuple[Workload, Workload]:
+    """The two forward fp32 workloads (batch 2 and 3) a :class:`~perfcast.features.kernels.
+    KernelPlan` of ``w``'s model and input is built from."""
+    base = w.replace(mode="infer", precision="fp32", optimizer=DEFAULT_OPTIMIZER)
+    return base.replace(batch_size=2), base.replace(batch_size=3)
 
 
 def record_workload(rec) -> Workload | None:
@@ -146,7 +159,7 @@ def static_features(s: GraphSummary, workload: Workload,
          _l(s.macs / max(1, s.batch)), _l(s.activation_bytes / max(1, s.batch)),
          _l(s.max_node_bytes * k), float(mode == "train"),
          *(float(precision == p) for p in PRECISIONS),
-         *(float(optimizer == o) for o in OPTIMIZERS),
+         *(float(optimizer == o) for o in STEP_OPTIMIZERS),
          _l(memsim_mb or 0.0), float(memsim_mb is not None)]
     return np.asarray(v, dtype=np.float32)
 
@@ -186,6 +199,8 @@ class FeatureSet:
     target_names: tuple[str, ...] = TARGETS
     layout: str = FEATURE_LAYOUT_VERSION
     summaries: list = field(default_factory=list)  # GraphSummary per graph
+    #: KernelPlan per graph (or None) when a predictor prices kernels (``uses_plans``)
+    plans: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -197,7 +212,7 @@ class FeatureSet:
                           static=self.static[idx], graph_index=self.graph_index[idx],
                           graphs=self.graphs, y=self.y[idx], static_names=self.static_names,
                           target_names=self.target_names, layout=self.layout,
-                          summaries=self.summaries)
+                          summaries=self.summaries, plans=self.plans)
 
     def target(self, name: str) -> np.ndarray:
         return self.y[:, self.target_names.index(name)]
@@ -212,15 +227,19 @@ class FeatureSet:
 
 def build_feature_set(df: pd.DataFrame, graph_of: Callable[[Workload], ModelGraph | None],
                       memsim_of: Callable[[Workload], float | None] | None = None,
-                      progress: Callable[[int, int], None] | None = None) -> FeatureSet:
+                      progress: Callable[[int, int], None] | None = None,
+                      plan_of: Callable[[Workload], object] | None = None) -> FeatureSet:
     """Feature set of ``df``'s records (dataset schema). ``graph_of(learning workload)`` returns
     the learning graph of a record or ``None`` (the record is dropped and counted in
     ``rows.attrs['dropped']``, as records without a workload are); ``memsim_of(workload)``
-    returns the simulated tensor peak (MiB) of the record's own workload or ``None``. ``rows``
-    gains ``graph_key``, the key of the learning graph each record used."""
+    returns the simulated tensor peak (MiB) of the record's own workload or ``None``;
+    ``plan_of(learning workload)`` its :class:`~perfcast.features.kernels.KernelPlan` (or
+    ``None``) for predictors that price kernels. ``rows`` gains ``graph_key``, the key of the
+    learning graph each record used."""
     keep, gidx, statics, keys = [], [], [], []
     graphs: list = []
     summaries: list[GraphSummary] = []
+    plans: list = []
     by_graph: dict[Workload, int | None] = {}
     dropped = 0
     recs = df.to_dict("records")
@@ -240,6 +259,8 @@ def build_feature_set(df: pd.DataFrame, graph_of: Callable[[Workload], ModelGrap
                 by_graph[lw] = len(graphs)
                 graphs.append(graph_data(g))
                 summaries.append(GraphSummary.of(g))
+                if plan_of is not None:
+                    plans.append(plan_of(lw))
         j = by_graph[lw]
         if j is None:
             dropped += 1
@@ -259,4 +280,4 @@ def build_feature_set(df: pd.DataFrame, graph_of: Callable[[Workload], ModelGrap
     rows.attrs = {"dropped": dropped}
     return FeatureSet(rows=rows, static=np.asarray(statics, np.float32).reshape(-1, len(STATIC_NAMES)),
                       graph_index=np.asarray(gidx, np.int64), graphs=graphs, y=y,
-                      summaries=summaries)
+                      summaries=summaries, plans=plans)

@@ -173,9 +173,28 @@ def build_model_on_meta(spec: Any, *, batch_size: int = 1, input_size: Any = Non
     return built.module, built.args, built.model_id, built.notes
 
 
+class NoStep:
+    """The optimizer of ``optimizer="none"`` (forward + backward only): ``zero_grad`` frees the
+    gradients, ``step`` does nothing, no state."""
+
+    def __init__(self, params) -> None:
+        self.params, self.state = list(params), {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        return None
+
+
 def make_optimizer(name: str, params, foreach: bool | None = None):
-    """The torch.optim optimizer of the simulation and of :mod:`perfcast.profiler` runs."""
+    """The torch.optim optimizer of the simulation and of :mod:`perfcast.profiler` runs
+    (:class:`NoStep` for ``none``)."""
     import torch
+
+    if name == "none":
+        return NoStep(params)
 
     kw = {} if foreach is None else {"foreach": foreach}
     if name == "sgd":

@@ -46,6 +46,8 @@ class Predictor:
     #: Does it read ``FeatureSet.graphs``? (Static-feature predictors do not; ``perfcast
     #: predict`` then skips building the PyG graph.)
     uses_graphs: ClassVar[bool] = True
+    #: Does it read ``FeatureSet.plans`` (kernel plans, :mod:`perfcast.features.kernels`)?
+    uses_plans: ClassVar[bool] = False
 
     def __init__(self, **params: Any) -> None:
         self.params = dict(params)

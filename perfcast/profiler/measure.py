@@ -75,7 +75,8 @@ def make_step(model, inputs, cfg: MeasureConfig, device: str):
 
     model.train()
     opt = make_optimizer(cfg.optimizer, model.parameters())
-    scaler = torch.amp.GradScaler(dev_type) if (cfg.precision == "amp" and dev_type == "cuda") else None
+    scaler = (torch.amp.GradScaler(dev_type) if cfg.precision == "amp" and dev_type == "cuda"
+              and cfg.optimizer != "none" else None)
 
     def step():
         opt.zero_grad(set_to_none=True)
