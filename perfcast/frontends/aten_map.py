@@ -20,6 +20,10 @@ _add("conv_transpose", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d
 _add("linear", "linear", "addmm", "_addmm_activation", "bilinear")
 _add("matmul", "mm", "matmul", "dot", "mv", "addmv", "vdot", "outer", "ger", "addr")
 _add("bmm", "bmm", "baddbmm", "addbmm")
+# grouped matmul of mixture-of-experts layers (tokens sorted by expert, one GEMM per expert
+# group; transformers' ``grouped_mm`` and its CPU fallback custom op): refined to ``linear``
+_add("grouped_mm", "_grouped_mm", "grouped_mm_fallback")
+_add("grouped_mm_backward", "grouped_mm_fallback_backward")
 _add("einsum", "einsum")
 # attention
 _add("sdpa", "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
@@ -95,10 +99,10 @@ _add("logical", "logical_and", "logical_or", "logical_not", "logical_xor", "bitw
      "isnan", "isinf", "isfinite")
 _add("compare", "eq", "ne", "lt", "le", "gt", "ge", "equal")
 # reductions
-_add("sum", "sum", "nansum")
+_add("sum", "sum", "nansum", "histc", "bincount")  # histograms: one pass over the input
 _add("mean", "mean", "nanmean")
-_add("reduce_max", "amax", "max", "aminmax")
-_add("reduce_min", "amin", "min")
+_add("reduce_max", "amax", "max", "aminmax", "any")  # any(bool) = max
+_add("reduce_min", "amin", "min", "all")  # all(bool) = min
 _add("reduce_prod", "prod")
 _add("arg_reduce", "argmax", "argmin")
 _add("var_std", "var", "std", "var_mean", "std_mean")
@@ -148,6 +152,7 @@ _add("constant", "full", "zeros", "ones", "empty", "empty_like", "zeros_like", "
      "full_like", "new_full", "new_zeros", "new_ones", "new_empty", "new_empty_strided",
      "empty_strided", "arange", "linspace", "logspace", "scalar_tensor", "eye", "rand",
      "randn", "randint", "rand_like", "randn_like", "randperm", "tensor", "lift_fresh",
+     "uniform", "uniform_",
      "empty_permuted", "_tensor_constant")
 _add("shape_of", "sym_size", "sym_numel", "sym_stride", "size", "numel")
 _add("embedding", "embedding", "embedding_bag", "_embedding_bag")

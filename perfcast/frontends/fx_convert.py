@@ -5,7 +5,11 @@ turns each ATen call into a :class:`~perfcast.graph.Node` (canonical op from
 :mod:`perfcast.frontends.aten_map`, shapes, parameters, FLOPs/MACs), marks forward/backward
 phases, adds the data edges and, for training graphs, one optimizer-update node per parameter.
 Structural no-ops are aliases (edges go through them); views of weights only are folded into
-their consumer.
+their consumer. Size arithmetic (SymInt-valued nodes) is not part of the graph. A
+data-dependent size (``nonzero``: the tokens routed to a mixture-of-experts expert) must have
+been bound to a value at trace time (:mod:`perfcast.zoo.moe` does it with ``torch._check``);
+the node that makes it records the value and the assumption (``routed_tokens``,
+``size_assumption``).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from perfcast import ops as _ops
 from perfcast.flops import cost
 from perfcast.frontends import aten_map
 from perfcast.graph import Edge, GraphMeta, ModelGraph, Node
+from perfcast.zoo.moe import ROUTING_ASSUMPTION
 
 _OPTIMIZER_OP = {"sgd": "sgd_update", "sgd-momentum": "sgd_momentum_update",
                  "adam": "adam_update", "adamw": "adamw_update"}
@@ -68,6 +74,10 @@ def flat_nodes(args: Iterable[Any]) -> list[torch.fx.Node]:
         elif isinstance(a, dict):
             found.extend(flat_nodes(a.values()))
     return found
+
+
+def _shape_at(shapes: list, i: int) -> tuple:
+    return tuple(shapes[i]) if len(shapes) > i and shapes[i] is not None else ()
 
 
 def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> str | None:
@@ -118,6 +128,21 @@ def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> 
     if fam == "einsum":
         attrs["equation"] = str(a[0])
         return "einsum"
+    if fam == "grouped_mm":
+        # MoE experts as one grouped GEMM: rows [S, K] (S = tokens x top_k, sorted by expert)
+        # times each group's weight -> [S, N]; a linear layer of S rows (MACs S x K x N)
+        attrs["contract"] = int(_shape_at(in_shapes, 0)[-1]) if _shape_at(in_shapes, 0) else 1
+        attrs["bias"] = base == "_grouped_mm" and len(a) > 3 and a[3] is not None
+        return "linear"
+    if fam == "grouped_mm_backward":
+        # (input [S, K], weight, offs, grad_out [S, N]) -> (d_input [S, K], d_weight): two GEMMs
+        # of S x K x N, counted as one [S, K] output contracting 2N (dX: N, dW: N)
+        g = _shape_at(in_shapes, 3)
+        attrs["contract"] = 2 * int(g[-1]) if g else 1
+        attrs["bias"] = False
+        return "linear"
+    if base == "where" and len(a) == 1:
+        return "nonzero"  # where(cond): nonzero(cond) as a tuple of index tensors
     if fam == "conv_backward":
         mask = a[10] if len(a) > 10 else [True, True, True]
         attrs["grads"] = int(bool(mask[0])) + int(bool(mask[1]))
@@ -153,6 +178,23 @@ def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> 
             attrs["heads"] = int(q[-3])
         return fam
     return fam
+
+
+def _data_dependent_dims(val: Any) -> list[int]:
+    """Dimensions of an FX node's (first) output whose size was data-dependent — an unbacked
+    symbol of ``nonzero`` / ``where(mask)`` that the model bound with ``torch._check`` (an
+    unbound one cannot become an int and fails the conversion)."""
+    if isinstance(val, (list, tuple)):
+        val = next((v for v in val if isinstance(v, torch.Tensor)), None)
+    if not isinstance(val, torch.Tensor):
+        return []
+    dims = []
+    for i, d in enumerate(val.shape):
+        if isinstance(d, torch.SymInt):
+            raw = getattr(d.node, "_expr", None)
+            if raw is not None and free_unbacked_symbols(raw):
+                dims.append(i)
+    return dims
 
 
 def _is_sym(n: torch.fx.Node) -> bool:
@@ -236,12 +278,12 @@ class _Converter:
             ops_in = [prefix + a.name for a in flat_nodes(n.args) if not _is_graph_attr(a, owner)]
             self.hop_outputs[q] = self.walk(list(sub.graph.nodes), sub, q + ".", ops_in)
             return
-        if self.subs and _is_sym(n):
-            return  # size arithmetic of a dynamic-shape export, not a model op
+        if _is_sym(n):
+            return  # size arithmetic (symbolic batch, data-dependent sizes), not a model op
         base = aten_map.aten_base_name(n.target)
         ins = flat_nodes(list(n.args) + list(n.kwargs.values()))
-        if self.subs:  # sizes computed from the symbolic batch are arguments, not data inputs
-            ins = [x for x in ins if not _is_sym(x)]
+        # symbolic sizes are arguments, not data inputs (a static export has none)
+        ins = [x for x in ins if not _is_sym(x)]
         if _is_pass_through(base, n):
             if ins:
                 self.alias_of[q] = prefix + ins[0].name
@@ -268,6 +310,12 @@ class _Converter:
         if op is None:
             op = "other"
             self.unmapped.add(target)
+        routed = _data_dependent_dims(n.meta.get("val"))
+        if routed and out and not any(_data_dependent_dims(x.meta.get("val")) for x in ins):
+            # the op that makes a data-dependent size (an MoE expert's tokens: nonzero), whose
+            # value perfcast.zoo.moe bound at trace time to an expected value
+            attrs["routed_tokens"] = int(out[0][0][routed[0]])
+            attrs["size_assumption"] = ROUTING_ASSUMPTION
         params, pbytes = self._param_size(ins, in_resolved)
         flops, macs = cost(op, in_shapes, [o[0] for o in out], attrs)
         self.index_of[q] = len(self.nodes)
@@ -327,6 +375,8 @@ class _Converter:
     def add_optimizer_nodes(self, fx_nodes: list[torch.fx.Node], grads: dict[str, str],
                             optimizer: str, edges: list[Edge]) -> None:
         """One update node per parameter tensor, fed by its gradient."""
+        if optimizer == "none":  # forward + backward only: no update
+            return
         opt_op = _OPTIMIZER_OP[optimizer]
         by_name = {n.name: n for n in fx_nodes}
         for grad_name, pname in grads.items():

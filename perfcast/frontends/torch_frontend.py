@@ -10,7 +10,8 @@ model is exported, and shapes come from each FX node's FakeTensor metadata.
 * ``mode="train"``: the joint forward + backward graph of ``aot_export_module`` (core ATen:
   ``convolution`` / ``convolution_backward``, ``addmm`` / ``mm``…), plus one optimizer-update node
   per parameter tensor (SGD, SGD-momentum, Adam, AdamW). Forward nodes are those the loss, the
-  outputs or buffer updates depend on; the rest are backward.
+  outputs or buffer updates depend on; the rest are backward. A tied weight (GPT-2's
+  ``lm_head`` = ``wte``) is one parameter (see :func:`_untie_parameters`).
 
 Structural no-ops (``getitem``, ``alias``, ``detach``, assertions, symbolic-size ops) are not
 nodes; edges go through them. View ops applied only to weights (``t(weight)`` feeding ``mm``) are
@@ -187,11 +188,19 @@ class _Traced:
 
         self.total_params = sum(p.numel() for p in module.parameters())
         self.total_param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
-        shape_env = None
+        # A ShapeEnv holds the symbols of a symbolic batch and the unbacked sizes of
+        # data-dependent ops (the token count of a mixture-of-experts expert: ``nonzero``).
+        # torch.export makes its own for the forward; the joint trace of a training step
+        # runs in this mode, so give it one too — with static shapes, so that no input
+        # dimension becomes symbolic.
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
         if dynamic_batch:
-            from torch.fx.experimental.symbolic_shapes import ShapeEnv
-            shape_env = ShapeEnv()
-        fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+            fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+        elif mode == "train":
+            fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv(),
+                                       static_shapes=True)
+        else:
+            fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         fakeify = _Fakeifier(fake_mode)
         fakeify.module(module)
         fargs = tuple(fakeify(a) if isinstance(a, torch.Tensor) else a for a in args)
@@ -237,8 +246,8 @@ class _Traced:
                         self.batch_symbol = dim0.node.expr
                 else:
                     from torch._functorch.aot_autograd import aot_export_module
-                    gm, jsig = aot_export_module(ep.module(), fargs, trace_joint=True,
-                                                 output_loss_index=0)
+                    gm, jsig = aot_export_module(_untie_parameters(ep.module()), fargs,
+                                                 trace_joint=True, output_loss_index=0)
                     param_inputs = dict(jsig.inputs_to_parameters)
                     bw = jsig.backward_signature
                     grads = dict(bw.gradients_to_parameters) if bw is not None else {}
@@ -276,6 +285,36 @@ class _Traced:
             unmapped_ops=graph.meta.unmapped_ops,
             total_params=int(self.total_params), total_param_bytes=int(self.total_param_bytes))
         return graph
+
+
+def _untie_parameters(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """One name per parameter tensor in the unlifted module (``aot_export_module`` requires it).
+
+    A tied weight (GPT-2's ``lm_head`` = ``wte``, BERT's decoder, T5 / Switch's shared
+    embedding) is registered under every name it is used by; the joint trace then binds each
+    name to its own input, only one of which receives the gradient ("Found a parameter that
+    did not receive a gradient"). Every ``get_attr`` of a duplicate name is pointed at the
+    first name and the duplicate registration removed. A module without tied parameters is
+    returned unchanged.
+    """
+    first: dict[int, str] = {}
+    dup: dict[str, str] = {}
+    for name, p in gm.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            dup[name] = first[id(p)]
+        else:
+            first[id(p)] = name
+    if not dup:
+        return gm
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" and n.target in dup:
+            n.target = dup[n.target]
+    for name in dup:
+        owner_name, _, leaf = name.rpartition(".")
+        owner = gm.get_submodule(owner_name) if owner_name else gm
+        del owner._parameters[leaf]
+    gm.recompile()
+    return gm
 
 
 _VIEW_BASES = {"slice", "select", "view", "as_strided", "diagonal", "transpose", "permute", "t",

@@ -17,6 +17,10 @@ model callable as ``wrapper(input_ids[, decoder_input_ids]) -> Tensor`` for the 
 Default sequence length: :data:`DEFAULT_SEQ_LEN` (128) for every model — encoder or decoder —
 so predictions for different models are comparable unless ``--seq-len`` is given.
 Encoder-decoder models (T5) get ``decoder_input_ids`` of the same length as ``input_ids``.
+
+Mixture-of-experts models (Switch Transformers) are made traceable on meta by
+:func:`perfcast.zoo.moe.patch_for_tracing`, which binds each expert's data-dependent token
+count to its expected value under balanced routing (the assumption is stated there).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from torch import nn
 from perfcast.errors import ModelSpecError
 from perfcast.paths import package_data
 from perfcast.workload import MODES
+from perfcast.zoo.moe import patch_for_tracing
 
 if TYPE_CHECKING:  # pragma: no cover
     import transformers
@@ -298,6 +303,7 @@ def build_hf_model(config, mode: str = "infer", *, dtype: torch.dtype | None = N
     if hasattr(model, "config"):
         model.config.use_cache = False
     _untie_t5_v1_1_head(model, config)
+    patch_for_tracing(model, config)  # MoE only (perfcast.zoo.moe); other models untouched
     model.train(mode == "train")
     return model
 
