@@ -139,6 +139,7 @@ EXPECTED_CHANGES = {
                                      "ignored; now refused",
     "refuse-two-dim-image-input": "issue #12: '3,224' was read as a 1-channel input and failed "
                                   "as a trace error; now refused as bad input",
+    "refuse-unknown-device": "issue #13: the message now says a device spec file is accepted",
 }
 
 
@@ -228,6 +229,17 @@ def run_all(only: list[str] | None = None) -> dict:
     return results
 
 
+def _crossdevice_change(a, b) -> str | None:
+    """Issue #13: a GPU without its own labels is answered by ``crossdevice`` instead of the
+    roofline — its time and what follows from it (throughput, cost, ranking, SLO checks)
+    change. Recognised by ``crossdevice`` appearing in the answer where it did not before."""
+    import json as _json
+
+    if "crossdevice" in _json.dumps(b) and "crossdevice" not in _json.dumps(a):
+        return "issue #13: crossdevice answers time on GPUs without their own labels"
+    return None
+
+
 def compare(before: dict, after: dict) -> int:
     """Print differences; return the number of unexpected ones."""
     bad = 0
@@ -235,7 +247,7 @@ def compare(before: dict, after: dict) -> int:
         a, b = before.get(rid), after.get(rid)
         if a == b:
             continue
-        why = EXPECTED_CHANGES.get(rid)
+        why = EXPECTED_CHANGES.get(rid) or _crossdevice_change(a, b)
         tag = "expected" if why else "CHANGED"
         bad += why is None
         print(f"{tag}: {rid}" + (f" ({why})" if why else ""))

@@ -6,6 +6,10 @@ difference of the medians |t1 − t0| / t0 (time) and of the peak tensor memory.
 floor any predictor can reach on this data. Writes ``reports/cpu_test_retest.md``.
 
     python benchmarks/cpu_test_retest.py [--n 50] [--db datasets/cpu/measurements.db] [--cpus 1]
+        [--spec datasets/cpu/spec-everyday-t1.yaml --report reports/cpu/test_retest.md]
+
+``--spec``: sample only the configurations of that sweep file and measure them again with its
+settings (warm-up, iterations, time budget).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--cpus", default="1")
     ap.add_argument("--report", type=Path, default=Path("reports/cpu_test_retest.md"))
+    ap.add_argument("--spec", type=Path, default=None)
     a = ap.parse_args()
 
     import numpy as np
@@ -34,6 +39,17 @@ def main() -> int:
     store = MeasurementStore(a.db)
     df = store.to_dataframe()
     first = df[(df.status == "ok") & (df["repeat"] == 0)].sort_values("id")
+    settings = CollectSettings(cpus=[int(c) for c in a.cpus.split(",")])
+    if a.spec:
+        from perfcast.profiler.collect import load_spec
+
+        sweeps, opts = load_spec(a.spec)
+        keys = {c.key() for s in sweeps for c in s.configs(opts.get("device", "cpu"),
+                                                           opts.get("threads"))}
+        first = first[first["config_key"].isin(keys)]
+        settings = CollectSettings(cpus=settings.cpus, warmup=int(opts.get("warmup", 5)),
+                                   iters=int(opts.get("iters", 30)),
+                                   max_seconds=opts.get("max_seconds"))
     if len(first) < a.n:
         print(f"only {len(first)} measured configurations in {a.db}", file=sys.stderr)
         return 2
@@ -50,7 +66,7 @@ def main() -> int:
         return MeasureConfig.from_dict(d)
 
     configs = [replace(cfg_of(r), repeat=1) for _, r in rows.iterrows()]
-    counts = collect(store, configs, CollectSettings(cpus=[int(c) for c in a.cpus.split(",")]),
+    counts = collect(store, configs, settings,
                      progress=lambda i, n, c, m: print(f"[{i}/{n}] {c.model} b{c.batch_size} "
                                                        f"{c.mode}", flush=True) if m else None)
     print(counts)
@@ -59,6 +75,7 @@ def main() -> int:
     a0 = df[(df["repeat"] == 0) & (df.status == "ok")]
     a1 = df[(df["repeat"] == 1) & (df.status == "ok")]
     m = a0.merge(a1, on=key, suffixes=("_0", "_1"))
+    m = m[m["config_key_0"].isin(set(rows["config_key"]))]  # this sample only
     dt = (m.time_ms_median_1 - m.time_ms_median_0).abs() / m.time_ms_median_0
     dm = (m.peak_tensor_mb_1 - m.peak_tensor_mb_0).abs() / m.peak_tensor_mb_0
     gap_h = None
@@ -71,7 +88,8 @@ def main() -> int:
     lines = [
         "# Test-retest of the CPU dataset",
         "",
-        f"Regenerate: `python benchmarks/cpu_test_retest.py --n {a.n}` (seed {a.seed}).",
+        f"Regenerate: `python benchmarks/cpu_test_retest.py --n {a.n}"
+        + (f" --spec {a.spec} --report {a.report}" if a.spec else "") + f"` (seed {a.seed}).",
         "",
         f"{len(m)} configurations measured twice (repeat 0 and 1; median time between the two "
         f"measurements {gap_h:.1f} h)." if gap_h is not None else f"{len(m)} configurations measured twice.",

@@ -38,7 +38,8 @@ def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = 
 #: Keywords of :func:`predict` that describe the workload, and those that choose how to predict.
 WORKLOAD_KEYWORDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
                      "example_inputs")
-PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb")
+PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb",
+                   "threads")
 
 
 def parse_request(model: Any, **kwargs: Any) -> tuple[Workload, dict[str, Any]]:
@@ -120,7 +121,7 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             mode: str = "infer", precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
             predictor: str | None = None, example_inputs: tuple | None = None,
             use_cache: bool = True, overlap_simulation: bool = False,
-            runtime_overhead_mb: float | None = None) -> Prediction:
+            runtime_overhead_mb: float | None = None, threads: int | None = None) -> Prediction:
     """Forecast time, memory and energy of ``model`` on ``device``.
 
     ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx`` …), an
@@ -133,6 +134,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     tensor-memory simulation (memory), and say so in ``notes``.
     ``runtime_overhead_mb``: GPU memory beyond live tensors added to simulated memory (default:
     the median measured on real runs, see :mod:`perfcast.memory.overhead`; 0 = tensors only).
+    ``threads``: CPU threads the model runs with (CPU devices; default: the cores this process
+    may use for this machine's ``cpu``, unset for other CPUs).
     ``overlap_simulation``: when the graph is not cached yet, run the memory simulation in a
     forked child process meanwhile (the CLI does: a fresh process; ≈ 1 s off a cold start).
     """
@@ -144,12 +147,13 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
                     example_inputs=example_inputs)
     return predict_workload(w, dev, predictor=predictor, use_cache=use_cache,
                             overlap_simulation=overlap_simulation,
-                            runtime_overhead_mb=runtime_overhead_mb)
+                            runtime_overhead_mb=runtime_overhead_mb, threads=threads)
 
 
 def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cache: bool = True,
                      overlap_simulation: bool = False,
-                     runtime_overhead_mb: float | None = None) -> Prediction:
+                     runtime_overhead_mb: float | None = None,
+                     threads: int | None = None) -> Prediction:
     """:func:`predict` for a parsed workload on a :class:`~perfcast.devices.Device` (what the
     decisions call for every batch or device they try)."""
     from perfcast import routing
@@ -162,13 +166,16 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
         w = w.replace(batch_size=DEFAULT_BATCH[w.mode])
     if runtime_overhead_mb is not None and not runtime_overhead_mb >= 0:
         raise PerfcastError(f"runtime overhead must be ≥ 0 MiB, got {runtime_overhead_mb}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1 or threads > 4096):
+        raise PerfcastError(f"threads must be an integer in 1..4096, got {threads!r}")
     sim_job = _start_simulation(w) if overlap_simulation and use_cache else None
     try:
         from perfcast.cache import get_graph
 
         graph = get_graph(routing.graph_workload(w), use_cache=use_cache)
         r = routing.route(w, dev, graph=graph, predictor=predictor, use_cache=use_cache,
-                          sim_job=sim_job, overhead_mb=runtime_overhead_mb,
+                          sim_job=sim_job, overhead_mb=runtime_overhead_mb, threads=threads,
                           precision_note=precision_note)
     finally:
         if sim_job is not None:

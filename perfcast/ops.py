@@ -119,3 +119,36 @@ def refine_conv(op: str, groups: int, in_channels: int, spatial_dims: int) -> st
     if groups > 1:
         return "conv_grouped"
     return f"conv{max(1, min(3, spatial_dims))}d"
+
+
+#: Operator timings (perfcast.profiler.opbench, perfcast.predictors.opmodel): unary
+#: element-wise ops → the ``torch`` function timed for them.
+OP_UNARY = {
+    "relu": "relu", "relu6": ("nn.functional", "relu6"), "gelu": ("nn.functional", "gelu"),
+    "silu": ("nn.functional", "silu"), "hardswish": ("nn.functional", "hardswish"),
+    "hardsigmoid": ("nn.functional", "hardsigmoid"), "sigmoid": "sigmoid", "tanh": "tanh",
+    "mish": ("nn.functional", "mish"), "elu": ("nn.functional", "elu"),
+    "leaky_relu": ("nn.functional", "leaky_relu"), "softplus": ("nn.functional", "softplus"),
+    "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs", "neg": "neg",
+    "erf": "erf", "reciprocal": "reciprocal", "hardtanh": ("nn.functional", "hardtanh"),
+    "clamp": "relu", "trig": "sin", "cast": "clone", "copy": "clone",
+}
+OP_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "maximum",
+          "minimum": "minimum", "pow": "mul"}
+#: Op groups of the operator model (one regressor each).
+OP_GROUPS = {
+    "conv2d": "conv", "conv_depthwise": "dwconv", "conv_grouped": "dwconv",
+    "linear": "gemm", "matmul": "gemm", "bmm": "gemm", "sdpa": "attention",
+    "batch_norm": "norm", "layer_norm": "norm", "group_norm": "norm", "norm": "norm",
+    "softmax": "softmax", "log_softmax": "softmax",
+    "mean": "reduce", "adaptive_avg_pool": "reduce", "max_pool2d": "pool", "avg_pool2d": "pool",
+    "concat": "copy", "pad": "copy",
+    **{k: "elementwise" for k in OP_UNARY}, **{k: "elementwise" for k in OP_BINARY},
+}
+
+
+
+
+def op_group(op: str) -> str | None:
+    """The operator model's group of a canonical op (``None``: views, data-dependent ops)."""
+    return OP_GROUPS.get(op)

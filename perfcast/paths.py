@@ -23,6 +23,10 @@ location                    environment variable     default
 :func:`user_devices_dir`    ``PERFCAST_DEVICES_DIR`` ``data_home()/devices`` — the user's device
                                                      specs (one ``<key>.json`` each, written by
                                                      ``perfcast devices add``)
+:func:`user_models_dir`     ``PERFCAST_USER_MODELS`` ``data_home()/calibrated`` — the user's own
+                                                     fitted models (``manifest.json`` as the
+                                                     shipped one; written by ``perfcast
+                                                     calibrate``, answer before shipped ones)
 :func:`package_data`        (see below)              files shipped inside the ``perfcast`` package
 ==========================  =======================  ================================================
 
@@ -110,6 +114,33 @@ def user_devices_dir() -> Path:
     return env if env is not None else data_home() / "devices"
 
 
+def user_models_dir() -> Path:
+    """``$PERFCAST_USER_MODELS`` or ``data_home()/calibrated``: models fitted on the user's own
+    machine (``perfcast calibrate``), with a ``manifest.json`` in the shipped format."""
+    return _env_path("PERFCAST_USER_MODELS") or data_home() / "calibrated"
+
+
+def write_dir_atomically(path: str | os.PathLike, fill) -> Path:
+    """Write a directory all at once: ``fill(tmp)`` writes into a temporary sibling directory,
+    which then replaces ``path`` (a crash or Ctrl-C leaves the old directory, never half a new
+    one). Returns ``path``."""
+    import shutil
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        fill(tmp)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
 def package_data(*parts: str) -> Path:
     """A file or directory shipped inside the ``perfcast`` package, e.g.
     ``package_data("predictors", "shipped")``.
@@ -128,5 +159,6 @@ def package_data(*parts: str) -> Path:
 __all__ = [
     "CACHE_DIR_ENV", "DATASETS_ENV", "DATA_HOME_ENV", "DEVICES_DIR_ENV", "GRAPH_STORE_ENV",
     "PUBLIC_DATA_ENV", "cache_dir", "data_home", "graph_store_dir", "local_cpu_db",
-    "local_datasets_dir", "package_data", "public_data_dir", "user_devices_dir",
+    "local_datasets_dir", "package_data", "public_data_dir", "user_devices_dir", "user_models_dir",
+    "write_dir_atomically",
 ]

@@ -114,6 +114,7 @@ class _Request:
         self._data = None
         self._plan: list | None = None
         self._memsim: list[float | None] = []
+        self.threads: int | None = None
         self.memsim_notes: list[str] = []
 
     def data(self):
@@ -191,7 +192,8 @@ class _Request:
         st = static_features(self.summary, w, mem)
         rows = pd.DataFrame([{"model": w.spec, "family": "", "device": self.device.key,
                               "mode": w.mode, "precision": w.precision,
-                              "batch_size": w.batch_size, "optimizer": w.train_optimizer}])
+                              "batch_size": w.batch_size, "optimizer": w.train_optimizer,
+                              "threads": self.threads}])
         return FeatureSet(rows=rows, static=st[None, :], graph_index=np.zeros(1, np.int64),
                           graphs=[self.data() if need_graph else None],
                           y=np.full((1, len(TARGETS)), np.nan), summaries=[self.summary],
@@ -200,21 +202,32 @@ class _Request:
     def run(self, pred, with_memsim: bool, target: str) -> float | None:
         import numpy as np
 
-        values = pred.predict(self.record(with_memsim, pred.uses_graphs, pred.uses_plans))
+        rec = self.record(with_memsim, pred.uses_graphs, pred.uses_plans)
+        values = pred.predict(rec)
         v = float(values[0, pred.targets_.index(target)])
+        if hasattr(pred, "out_of_range"):  # a physics-based model says when it extrapolates
+            why = pred.out_of_range(rec)[0]
+            if why:
+                self.notes.append(f"{target}: outside the {pred.name} model's training range "
+                                  f"({why}) — extrapolated by its physics (kernel work at "
+                                  f"learned efficiencies), less certain")
+            if self.threads:
+                self.notes.append(f"{target}: for {self.threads} CPU thread(s) (--threads)")
         return v if np.isfinite(v) and v > 0 else None
 
 
 def route(workload: Workload, device, *, graph, predictor: str | None = None,
           use_cache: bool = True, sim_job=None, overhead_mb: float | None = None,
-          precision_note: str | None = None) -> Route:
+          precision_note: str | None = None, threads: int | None = None) -> Route:
     """Answer every target for ``workload`` (batch and precision chosen) on ``device`` (a
     :class:`~perfcast.devices.Device`) from its learning ``graph`` (see the module docstring).
     ``predictor``: a registry name among the shipped models or a saved predictor's directory;
     ``overhead_mb``: GPU runtime overhead added to simulated memory (``None``: measured median);
-    ``sim_job``: a :class:`~perfcast.memory.cache.SimulationJob` already running."""
+    ``sim_job``: a :class:`~perfcast.memory.cache.SimulationJob` already running;
+    ``threads``: CPU threads (CPU devices; default: this process's cores for the local ``cpu``)."""
     notes: list[str] = [precision_note] if precision_note else []
     req = _Request(workload, device, graph, notes, use_cache, sim_job)
+    req.threads = _threads_for(device, threads)
     user_pred = None
     if predictor and looks_like_path(predictor):
         from perfcast.predictors import load_predictor
@@ -249,6 +262,19 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
                  input_size=list(workload.input_size) if workload.input_size else req.shape)
 
 
+def _threads_for(device, threads: int | None) -> int | None:
+    """The thread count a CPU prediction is for: the one asked, else (this machine's ``cpu``)
+    the cores this process may use; ``None`` for GPUs and other CPUs left unset."""
+    if device.is_gpu:
+        return None
+    if threads is None and device.key == "cpu":
+        import os
+
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    return threads
+
+
 def _gpu_overhead(device, overhead_mb: float | None) -> tuple[float, str]:
     if not device.is_gpu:
         return 0.0, ""
@@ -271,10 +297,20 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
     if name == "roofline" and target != "time_ms":
         name = None  # the roofline answers time only; other targets use the default
     entry = shipped.find(dev.key, w.mode, w.precision, target, predictor=name)
+    if entry is None and name and name != "roofline" and dev.is_gpu:
+        entry = shipped.find_any_gpu(target, predictor=name)  # e.g. --predictor crossdevice
     if entry is None and name and name != "roofline":
         if shipped.find(dev.key, w.mode, w.precision, target):
             notes.append(f"{target}: no shipped {name!r} model for {desc}; used the default one")
         entry = shipped.find(dev.key, w.mode, w.precision, target)
+    if entry is None and name != "roofline" and dev.is_gpu:
+        # no model trained on this GPU's own labels: the device-conditioned one (any GPU)
+        entry = shipped.find_any_gpu(target)
+        if entry is not None:
+            notes.append(f"{target}: no labeled data for {desc} — crossdevice: the operator "
+                         f"model priced each kernel on this GPU's spec, corrected by what "
+                         f"{len(entry.get('trained_on', {}).get('devices', [])) or 'other'} "
+                         f"GPUs measured (reports/crossdevice/)")
     if entry is not None and entry.get("memsim") and req.memsim() is None:
         alt = [e for e in shipped.manifest() if not e.get("memsim") and
                (e["device"], e["mode"], e["precision"]) == (dev.key, w.mode, w.precision)
@@ -329,7 +365,8 @@ def _memory_lower_bound(ans: Answer, req: _Request, overhead: float) -> None:
 
 def _domain_note(answers: dict[str, Answer], workload: Workload, notes: list[str],
                  user: bool) -> None:
-    learned = [t for t, a in answers.items() if a.source == "learned"]
+    learned = [t for t, a in answers.items() if a.source == "learned"
+               and a.predictor != "crossdevice"]  # crossdevice also learned transformers
     kind = workload.model.kind
     if learned and not user and kind not in ("timm", "torchvision"):
         kind = "module" if kind == "nn.Module" else kind

@@ -14,6 +14,7 @@ os.environ.setdefault("PERFCAST_DATA", str(REPO.parent / "shared" / "data"))
 os.environ.setdefault("PERFCAST_DATASETS", str(REPO / "datasets"))
 # a developer's own devices (perfcast devices add) must not change what the tests see
 os.environ["PERFCAST_DEVICES_DIR"] = tempfile.mkdtemp(prefix="perfcast-test-devices-")
+os.environ["PERFCAST_USER_MODELS"] = tempfile.mkdtemp(prefix="perfcast-test-models-")
 
 #: With ``PERFCAST_REQUIRE_DATA=1`` (CI) a test needing absent shared data fails instead of skipping.
 REQUIRE_DATA_ENV = "PERFCAST_REQUIRE_DATA"

@@ -239,16 +239,16 @@ def test_predicted_energy_is_used(monkeypatch):
 
 
 def test_end_to_end_through_predict():
-    """No time_ms: the step time comes from perfcast.predict (roofline for the H100)."""
+    """No time_ms: the step time comes from perfcast.predict (crossdevice for the H100)."""
     e = estimate_cost("timm:resnet10t", device="h100-sxm", input_size=(3, 64, 64), batch_size=8,
                       iterations=1000, price_per_hour=3.0, region="gcp:europe-west1")
     assert e.model == "timm:resnet10t" and e.device == "h100-sxm" and e.mode == "train"
     assert e.precision == "fp32" and e.batch_size == 8
-    assert e.time_ms_per_iteration > 0 and e.sources["time"] == "predicted (roofline)"
+    assert e.time_ms_per_iteration > 0 and e.sources["time"] == "predicted (crossdevice)"
     assert e.hours == pytest.approx(e.time_ms_per_iteration * 1000 / 3.6e6)
     assert e.usd == pytest.approx(e.hours * 3.0)
     assert e.kg_co2e == pytest.approx(700 * e.hours / 1000 * 122 / 1000)
-    assert any("roofline" in n for n in e.notes)  # the prediction's notes are carried over
+    assert any("crossdevice" in n for n in e.notes)  # the prediction's notes are carried over
     json.dumps(e.to_dict())
 
 

@@ -31,8 +31,12 @@ def test_local_cpu_dataset_size_and_coverage():
     assert (df.device == "cpu").all()
     assert (df.time_ms > 0).all() and (df.memory_mb > 0).all()
     # one row per configuration
-    keys = ["model", "batch_size", "input_size", "mode", "precision"]
+    keys = ["model", "batch_size", "input_size", "seq_len", "mode", "precision", "threads"]
     assert not df.duplicated(keys).any()
+    # wave 2 (issue #21): everyday models at their default input, up to batch 32
+    everyday = df[df["input_size"].isna()]
+    assert len(everyday) >= 200 and everyday["batch_size"].max() >= 16
+    assert everyday["seq_len"].notna().any() and set(everyday["mode"]) == {"infer", "train"}
 
 
 def test_repeats_are_kept_apart():

@@ -1,6 +1,7 @@
 """Commands for users who build graphs and measure ("Data & measurement" in ``perfcast --help``):
 ``inspect`` (a model's computation graph), ``collect`` (measure on this machine into a resumable
-store) and ``corpus`` (an unlabeled graph corpus for pre-training).
+store), ``corpus`` (an unlabeled graph corpus for pre-training) and ``calibrate`` (measure a few
+models here and adapt the shipped model to this machine).
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def collect(
         "--warmup", help="Warm-up iterations (default 5).")] = None,
     iters: Annotated[int | None, typer.Option(
         "--iters", help="Timed iterations (default 30).")] = None,
+    max_seconds: Annotated[float | None, typer.Option(
+        "--max-seconds", help="Time budget (s) of one configuration's warm-up and timed loop "
+                              "each: fewer iterations when a step is slow (≥ 3 timed).")] = None,
     threads: Threads = None,
     cpus: Annotated[str | None, typer.Option(
         "--cpus", help="Pin the measuring process to these CPU ids, e.g. '1'.")] = None,
@@ -156,6 +160,7 @@ def collect(
         memory_limit_mb=options.get("memory_limit_mb", memory_limit_mb),
         cpus=split_list(cpus, int) or options.get("cpus"),
         retry_failed=retry_failed,
+        max_seconds=max_seconds if max_seconds is not None else options.get("max_seconds"),
         torch_device="cuda" if get_device(device).kind == "gpu" else "cpu")
     configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
     store = MeasurementStore(db)
@@ -216,3 +221,67 @@ def corpus(
         counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout, limit=limit,
                               progress=on_progress)
     print_summary({"out": out_dir, "planned": len(items), **counts}, as_json)
+
+
+@app.command(rich_help_panel=PANEL_DATA)
+def calibrate(
+    device: Annotated[str, typer.Option(
+        "--device", help="The local device: cpu, or the registry key of this machine's GPU.")
+    ] = "cpu",
+    minutes: Annotated[float, typer.Option(
+        "--minutes", help="Budget of the measurements (the fit after them takes seconds).")
+    ] = 10.0,
+    threads: Annotated[int | None, typer.Option(
+        "--threads", help="CPU threads to calibrate (default: every core this process may "
+                          "use).")] = None,
+    models: Annotated[str | None, typer.Option(
+        "--models", "-m", help="Space-separated model specs instead of the default set.")
+    ] = None,
+    batch_sizes: Annotated[str | None, typer.Option(
+        "--batch-sizes", help="Comma-separated batch sizes instead of the default ones.")
+    ] = None,
+    input_size: Annotated[str | None, typer.Option(
+        "--input-size", help="C,H,W for every image model (default: each model's own).")
+    ] = None,
+    transfer: Annotated[str, typer.Option(
+        "--transfer", help="auto, recalibrate, finetune or scratch (see perfcast train).")
+    ] = "auto",
+    max_seconds: Annotated[float, typer.Option(
+        "--max-seconds", help="Time budget (s) of one configuration's timed loop.")] = 2.0,
+    as_json: Json = False,
+):
+    """Measure a few models on this machine, adapt the shipped model to it, print before / after
+    MAPE on held-out models; later predictions for the device use the calibrated model."""
+    from perfcast.paths import user_models_dir
+    from perfcast.training.calibrate import calibrate as run_calibrate
+
+    if threads is not None and threads < 1:
+        raise PerfcastError(f"--threads must be ≥ 1, got {threads}")
+    bs = split_list(batch_sizes, int) if batch_sizes else None
+    if bs and any(b < 1 for b in bs):
+        raise PerfcastError("batch sizes must be positive")
+    with StageProgress(hidden=as_json) as prog:
+        prog.start("measuring")
+        res = run_calibrate(device, minutes, threads=threads,
+                            models=models.split() if models else None, batch_sizes=bs,
+                            input_size=input_size, transfer=transfer, max_seconds=max_seconds,
+                            progress=lambda s, i, n, d: prog.update(s, i, n, d or s))
+    if as_json:
+        print_json(res.to_dict())
+        return
+    fmt = lambda v: "—" if v is None else f"{100 * v:.1f} %"
+    t = Table(title=f"calibrated {res.device}"
+                    + (f" at {res.threads} thread(s)" if res.threads else ""))
+    t.add_column("")
+    t.add_column("value")
+    t.add_row("measured", f"{res.measured} configurations of {len(res.models)} models"
+                          + (f" ({res.failed} failed)" if res.failed else "")
+                          + (" — budget reached" if res.stopped_by == "budget" else ""))
+    t.add_row("held out", ", ".join(res.held_out))
+    t.add_row("MAPE before (shipped model)", fmt(res.mape_before))
+    t.add_row(f"MAPE after ({res.recipe})", fmt(res.mape_after))
+    t.add_row("saved to", res.saved_to)
+    t.add_row("took", f"{res.seconds:.0f} s")
+    out.print(t)
+    out.print(f"perfcast predict … --device {res.device} now uses it (remove "
+              f"{user_models_dir() / 'manifest.json'} to go back to the shipped model).")

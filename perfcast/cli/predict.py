@@ -57,6 +57,9 @@ def predict(
     precision: Precision = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     predictor: Predictor = None,
+    threads: Annotated[int | None, typer.Option(
+        "--threads", help="CPU threads the model runs with (CPU devices; default: this "
+                          "machine's cores).")] = None,
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
@@ -66,7 +69,8 @@ def predict(
 
     p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
                     seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
-                    predictor=predictor, use_cache=not no_cache, overlap_simulation=True)
+                    predictor=predictor, use_cache=not no_cache, overlap_simulation=True,
+                    threads=threads)
     if as_json:
         print_json(p.to_dict())
         return

@@ -121,10 +121,12 @@ def model_spec(data_dir: Path, name: str) -> str:
     return f"hf:{data_dir / CONFIG_DIR / f'{name}.json'}"
 
 
-def _device_key(raw: str) -> str | None:
+def registry_key(raw: str, table: dict[str, str] | None = None) -> str | None:
+    """The perfcast registry key of a device name in a dataset (through ``table``, default
+    :data:`DEVICE_KEYS`); ``None`` when unmapped or not in the registry."""
     from perfcast.devices import get_device
 
-    key = DEVICE_KEYS.get(raw)
+    key = (DEVICE_KEYS if table is None else table).get(raw)
     if key is None:
         return None
     try:
@@ -147,7 +149,7 @@ def _parse(raw: pd.DataFrame, data_dir: Path, drops: Drops, *, drop_variants: bo
                                     f"variant {v!r} ({VARIANTS.get(v, 'not single-device')}): not "
                                     f"a single-device unfused PyTorch run"))
     dev_raw = _text(raw["device"])
-    devices = {d: _device_key(d) for d in dev_raw.unique()}
+    devices = {d: registry_key(d) for d in dev_raw.unique()}
     drops.mark_each(dev_raw.map(lambda d: None if devices[d] else
                                 f"device {d!r} not in perfcast's device registry"))
     mode_raw = _text(raw["mode"])

@@ -128,6 +128,13 @@ class Task:
     published: tuple[Published, ...] = ()
     #: predictors evaluated when none are given
     default_predictors: tuple[str, ...] = ("dippm", "nnlqp", "mlp", "xgboost", "roofline")
+    #: keep GPU records only (registry devices of kind gpu)
+    gpu_only: bool = False
+    #: at most this many models per (source, family), chosen by a hash of the name — a
+    #: deterministic subsample of the large timm files (None: every model)
+    max_models_per_family: int | None = None
+    #: build the records' kernel plans (predictors that price kernels, e.g. crossdevice)
+    plans: bool = False
 
     def frame(self, data_dir: str | os.PathLike | None = None,
               df: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -147,6 +154,10 @@ class Task:
         for s in self.sources:
             keep |= src.str.contains(s, regex=False).to_numpy()
         out = df[keep].reset_index(drop=True)
+        if self.gpu_only:
+            out = out[out["device"].astype(str).map(_is_gpu)].reset_index(drop=True)
+        if self.max_models_per_family:
+            out = _cap_models(out, int(self.max_models_per_family))
         if len(out) == 0:
             raise PerfcastError(f"task {self.name}: no record from {', '.join(self.sources)} "
                                 f"(is the data directory complete? see PERFCAST_DATA)")
@@ -210,6 +221,7 @@ class Task:
                      "impossible (simulated tensor peak > device memory, recorded below it: "
                      "unflagged OOM runs)")
         fs = feature_set(df, build_missing=build_missing, workers=workers, memsim=self.memsim,
+                         plans=self.plans,
                          progress=progress)
         if progress:
             progress("features", len(df), len(df))
@@ -293,7 +305,38 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          memsim=False, drop_impossible=True,
          published=_trappm("memory_mb") + _dnnperf("memory_mb"),
          default_predictors=("mlp", "xgboost")),
+    Task("gpu", "Every single-GPU whole-model time label (crossdevice)", "all",
+         ("benchmark-train-amp-nchw-pt112-cu113-rtx3090", "benchmark-infer-amp-nchw-pt240",
+          "pytorch-gpu-benchmark-torchvision", "neusight/labels.csv"), ("time_ms",),
+         "timm (RTX 3090 train/infer AMP, RTX 4090 infer AMP), the torchvision benchmark "
+         "(TITAN Xp, TITAN RTX, RTX 2080 Ti) and NeuSight's transformers (V100, T4, P4, P100, "
+         "L4, A100 PCIe 40/80 GB, MI100/210/250); single-GPU rows, at most 3 models per "
+         "(file, family); the device-conditioned predictor's data — evaluate it with "
+         "--split unseen-device",
+         gpu_only=True, max_models_per_family=3, plans=True,
+         default_predictors=("crossdevice", "roofline")),
 )}
+
+
+def _is_gpu(key: str) -> bool:
+    from perfcast.devices import get_device
+
+    try:
+        return get_device(key).is_gpu
+    except PerfcastError:
+        return False
+
+
+def _cap_models(df: pd.DataFrame, n: int) -> pd.DataFrame:
+    """At most ``n`` models per (source, family), the first by SHA-1 of the model name."""
+    import hashlib
+
+    first = df.drop_duplicates("model")
+    keep: set = set()
+    for _key, g in first.groupby([first["source"].astype(str), first["family"].astype(str)]):
+        keep |= set(sorted(g["model"].astype(str),
+                           key=lambda m: hashlib.sha1(m.encode()).hexdigest())[:n])
+    return df[df["model"].astype(str).isin(keep)].reset_index(drop=True)
 
 
 def get_task(name: str | Task) -> Task:

@@ -75,7 +75,7 @@ class Kernel:
     GEMMs; ``B, Cin, Cout, kernel, size, stride, padding`` for convolutions; ``B, H`` for rows ×
     H kernels); ``dtype_bytes`` the operand size; ``stream_bytes`` / ``stream_flops`` the work of
     a ``stream`` kernel; ``phase`` forward / backward / optimizer; ``node`` the graph node it
-    comes from."""
+    comes from and ``graph_op`` its op."""
 
     op: str
     kernel_class: str
@@ -85,6 +85,8 @@ class Kernel:
     node: str = ""
     stream_bytes: float = 0.0
     stream_flops: float = 0.0
+    #: the graph op the kernel comes from (``conv_depthwise``, ``max_pool2d`` …; "optimizer")
+    graph_op: str = ""
 
 
 def _numel(shape) -> int:
@@ -185,13 +187,11 @@ def backward_of(k: Kernel, precision: str) -> list[Kernel]:
         B, M, N, K = d["B"], d["M"], d["N"], d["K"]
         return [_gemm(k.op, B, M, K, N, precision, "backward", name),   # dX = dY·Wᵀ
                 _gemm(k.op, B, K, N, M, precision, "backward", name)]   # dW = Xᵀ·dY
-    if k.kernel_class == "conv":
+    if k.kernel_class == "conv":  # as implicit GEMMs over the B·Ho·Wo output positions
         ho = max(1, (d["size"] + 2 * d["padding"] - d["kernel"]) // d["stride"] + 1)
-        m_in = d["B"] * d["size"] * d["size"]
-        return [_gemm("linear", 1, m_in, d["Cin"], d["Cout"] * d["kernel"] ** 2, precision,
-                      "backward", name),
-                _gemm("linear", 1, d["Cout"], d["Cin"] * d["kernel"] ** 2, d["B"] * ho * ho,
-                      precision, "backward", name)]
+        m, kk = d["B"] * ho * ho, d["Cin"] * d["kernel"] ** 2
+        return [_gemm("linear", 1, m, kk, d["Cout"], precision, "backward", name),  # dX: dY·W
+                _gemm("linear", 1, d["Cout"], kk, m, precision, "backward", name)]  # dW: dYᵀ·X
     if k.kernel_class == "norm":
         return [Kernel("ln", "norm", dict(d), k.dtype_bytes, "backward", name)] * 2
     if k.kernel_class == "softmax":
@@ -220,11 +220,20 @@ def lower_graph(graph: ModelGraph, *, mode: str = "infer", precision: str = "fp3
 def _lower(nodes, params: int, mode: str, precision: str, optimizer) -> list[Kernel]:
     fwd: list[Kernel] = []
     for op, ins, outs, attrs, flops, name in nodes:
-        fwd += lower_node(op, ins, outs, attrs, flops, precision, name)
+        for k in lower_node(op, ins, outs, attrs, flops, precision, name):
+            k.graph_op = op
+            fwd.append(k)
     if mode != "train":
         return fwd
-    bwd = [b for k in reversed(fwd) for b in backward_of(k, precision)]
-    return fwd + bwd + optimizer_kernels(params, optimizer, precision)
+    bwd = []
+    for k in reversed(fwd):
+        for b in backward_of(k, precision):
+            b.graph_op = k.graph_op
+            bwd.append(b)
+    opt = optimizer_kernels(params, optimizer, precision)
+    for k in opt:
+        k.graph_op = "optimizer"
+    return fwd + bwd + opt
 
 
 @dataclass

@@ -19,7 +19,8 @@ _REGISTRY: dict[str, type[Predictor]] = {}
 # modules that register the built-in predictors (imported lazily: torch_geometric, xgboost)
 _BUILTIN_MODULES = ("perfcast.predictors.gnn", "perfcast.predictors.tabular",
                     "perfcast.predictors.roofline", "perfcast.predictors.memsim",
-                    "perfcast.predictors.trappm")
+                    "perfcast.predictors.trappm", "perfcast.predictors.crossdevice",
+                    "perfcast.predictors.kernelsum")
 _loaded = False
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -216,20 +214,14 @@ class Predictor:
                   "calibration": {t: list(v) for t, v in
                                   (getattr(self, "calibration_", None) or {}).items()},
                   "state": _jsonable(state)}
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        from perfcast.paths import write_dir_atomically
+
+        def fill(tmp: Path) -> None:
             (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=1))
             save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"predictor": self.name,
                                                                    "feature_layout": self.layout_})
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return path
+
+        return write_dir_atomically(path, fill)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Predictor:
@@ -290,7 +282,7 @@ def _check_set(data: FeatureSet, what: str, require_labels: bool = True) -> None
 
 def _provenance(train: FeatureSet) -> dict[str, Any]:
     rows = train.rows
-    out: dict[str, Any] = {"records": int(len(train)), "graphs": int(len(set(train.graph_index.tolist())))}
+    out: dict[str, Any] = {"records": len(train), "graphs": len(set(train.graph_index.tolist()))}
     for col in ("device", "mode", "precision", "source"):
         if col in rows.columns:
             out[col] = sorted(map(str, rows[col].dropna().unique()))

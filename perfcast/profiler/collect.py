@@ -48,6 +48,10 @@ class CollectSettings:
     cpus: list[int] | None = None
     retry_failed: bool = False
     torch_device: str | None = None
+    #: time budget (s) of one configuration's timed loop: stop after ``iters`` iterations or
+    #: this many seconds, whichever comes first (at least 3 timed iterations; warm-up gets the
+    #: same budget, at least 1 iteration). ``None``: always ``iters``.
+    max_seconds: float | None = None
 
     def validate(self) -> None:
         if self.warmup < 0:
@@ -56,6 +60,8 @@ class CollectSettings:
             raise PerfcastError(f"timed iterations must be ≥ 1, got {self.iters}")
         if self.timeout_s <= 0:
             raise PerfcastError(f"timeout must be positive, got {self.timeout_s}")
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            raise PerfcastError(f"--max-seconds must be positive, got {self.max_seconds}")
 
 
 @dataclass
@@ -136,7 +142,8 @@ def collect(store: MeasurementStore, configs: Iterable[MeasureConfig], settings:
             progress(i, len(todo), cfg, None)
         m = runner(cfg, warmup=settings.warmup, iters=settings.iters,
                    timeout_s=settings.timeout_s, memory_limit_mb=settings.memory_limit_mb,
-                   cpus=settings.cpus, torch_device=settings.torch_device)
+                   cpus=settings.cpus, torch_device=settings.torch_device,
+                   max_seconds=settings.max_seconds)
         m.graph_key = graph_key_for(cfg)
         store.add(m)
         counts[m.status] = counts.get(m.status, 0) + 1

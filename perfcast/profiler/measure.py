@@ -173,8 +173,12 @@ def is_oom(exc: BaseException) -> bool:
 
 # --------------------------------------------------------------------------- the measurement
 def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | None = None,
-            track_memory: bool = True) -> Measurement:
-    """Measure ``cfg`` in this process. Raises on error (the caller records failures)."""
+            track_memory: bool = True, max_seconds: float | None = None) -> Measurement:
+    """Measure ``cfg`` in this process. Raises on error (the caller records failures).
+
+    ``max_seconds`` bounds the warm-up and the timed loop each (at least 1 warm-up and 3 timed
+    iterations are always run, fewer than ``warmup`` / ``iters`` when the step is slow).
+    """
     import torch
 
     if warmup < 0 or iters < 1:
@@ -193,8 +197,11 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
     nvml = _Nvml(torch.cuda.current_device()) if cuda else None
     rapl = [] if cuda else _rapl_files()
 
-    for _ in range(warmup):
+    w0 = time.perf_counter()
+    for i in range(warmup):
         step()
+        if max_seconds and time.perf_counter() - w0 > max_seconds:
+            break
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -216,6 +223,8 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
             t = time.perf_counter()
             step()
             times.append((time.perf_counter() - t) * 1000.0)
+            if max_seconds and len(times) >= 3 and time.perf_counter() - wall0 > max_seconds:
+                break
     wall = time.perf_counter() - wall0
     e1 = nvml.energy_mj() if nvml else _read_rapl_uj(rapl) if rapl else None
 
@@ -224,7 +233,7 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
         setattr(m, k, v)
     if e0 is not None and e1 is not None and e1 >= e0:
         joules = (e1 - e0) / (1e3 if nvml else 1e6)
-        m.energy_j = joules / iters
+        m.energy_j = joules / len(times)
         m.power_w = joules / wall if wall > 0 else None
         m.energy_source = "nvml" if nvml else "rapl"
     if cuda:

@@ -27,7 +27,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def run_isolated(cfg: MeasureConfig, *, warmup: int = 5, iters: int = 30, timeout_s: float = 600,
                  memory_limit_mb: float | None = None, cpus: list[int] | None = None,
-                 torch_device: str | None = None) -> Measurement:
+                 torch_device: str | None = None, max_seconds: float | None = None) -> Measurement:
     """Measure ``cfg`` in a child process. Timeouts, OOMs and crashes become failed rows.
 
     ``KeyboardInterrupt`` kills the child and propagates (nothing is recorded).
@@ -35,7 +35,7 @@ def run_isolated(cfg: MeasureConfig, *, warmup: int = 5, iters: int = 30, timeou
     import psutil
 
     req = {"config": cfg.to_dict(), "warmup": warmup, "iters": iters, "cpus": cpus,
-           "torch_device": torch_device}
+           "torch_device": torch_device, "max_seconds": max_seconds}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "perfcast.profiler.worker"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -28,7 +28,8 @@ def main() -> int:
 
     cfg = MeasureConfig.from_dict(req["config"])
     try:
-        m = measure(cfg, warmup=req["warmup"], iters=req["iters"], device=req.get("torch_device"))
+        m = measure(cfg, warmup=req["warmup"], iters=req["iters"], device=req.get("torch_device"),
+                    max_seconds=req.get("max_seconds"))
     except KeyboardInterrupt:
         return 130
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a row with its reason

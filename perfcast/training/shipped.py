@@ -19,6 +19,10 @@ from perfcast.errors import PerfcastError
 from perfcast.paths import package_data
 
 MANIFEST = "manifest.json"
+#: ``device`` of an entry answering any GPU (a device-conditioned predictor such as
+#: ``crossdevice``); ``mode`` / ``precision`` :data:`ANY` = every mode / precision.
+ANY_GPU = "*gpu"
+ANY = "*"
 
 
 def shipped_dir() -> Path:
@@ -28,8 +32,21 @@ def shipped_dir() -> Path:
 
 
 def manifest(root: Path | None = None) -> list[dict[str, Any]]:
-    """Entries of the shipped manifest (empty when nothing is shipped)."""
-    root = root or shipped_dir()
+    """Entries of the shipped manifest (empty when nothing is shipped). Without ``root``, the
+    user's own models (:func:`perfcast.paths.user_models_dir`, written by ``perfcast
+    calibrate``) come first, each entry with its ``root``: a calibrated model answers before
+    the shipped one of the same (device, mode, precision)."""
+    if root is None:
+        from perfcast.paths import user_models_dir
+
+        user = user_models_dir()
+        own = [{**e, "root": str(user)} for e in _read(user)] if (user / MANIFEST).exists() \
+            else []
+        return own + _read(shipped_dir())
+    return _read(root)
+
+
+def _read(root: Path) -> list[dict[str, Any]]:
     path = root / MANIFEST
     if not path.exists():
         return []
@@ -55,6 +72,17 @@ def find(device: str, mode: str, precision: str, target: str,
     return None
 
 
+def find_any_gpu(target: str, predictor: str | None = None,
+                 root: Path | None = None) -> dict[str, Any] | None:
+    """The shipped entry answering ``target`` on any GPU (:data:`ANY_GPU`), or of kind
+    ``predictor``; ``None`` when nothing device-conditioned is shipped."""
+    for e in manifest(root):
+        if e["device"] == ANY_GPU and target in e["targets"] and (
+                not predictor or e["predictor"] == predictor):
+            return e
+    return None
+
+
 def coverage(root: Path | None = None) -> list[tuple[str, str, str, str, str]]:
     """``(device, mode, precision, target, predictor)`` for every shipped model."""
     return [(e["device"], e["mode"], e["precision"], t, e["predictor"])
@@ -70,5 +98,5 @@ def _load(path: str):
 
 def load_entry(entry: dict[str, Any], root: Path | None = None):
     """The fitted predictor of a manifest entry (cached per process)."""
-    root = root or shipped_dir()
+    root = Path(entry["root"]) if entry.get("root") else (root or shipped_dir())
     return _load(str(root / entry["path"]))

@@ -56,55 +56,19 @@ TRANSFER_RECIPES = ("auto", "finetune", "recalibrate", "scratch")
 AUTO_MIN_MODELS = 8
 
 
-def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *,
-              device: str | None = None, epochs: int | None = None, workers: int = 2,
-              transfer: str = "auto", seed: int = 0,
-              progress: Callable[[str, int, int], None] | None = None):
-    """Adapt a saved (or shipped) predictor to a user's measurements (e.g. another device) and
-    save it to ``out``. ``init_from``: a directory or a shipped model id (``perfcast train
-    --list``).
-
-    ``transfer``: ``finetune`` continues training every weight on the records (``warm_start``);
-    ``recalibrate`` keeps the model and maps its log prediction to the records
-    (:meth:`~perfcast.predictors.base.Predictor.recalibrate`; the only choice for a predictor
-    that does not learn); ``scratch`` trains a new predictor of the same kind and
-    hyper-parameters on the records alone; ``auto`` (default) holds out a quarter of the
-    records' models, scores the three on them and keeps the best (MAPE), refitted on every
-    record — with fewer than :data:`AUTO_MIN_MODELS` models it fine-tunes. No recipe wins
-    everywhere (benchmarks/trappm_transfer.py → reports/trappm/transfer.md): recalibration is
-    best with few records between similar devices, fine-tuning with more, and between a GPU
-    and a CPU a model trained from scratch overtakes both from ~64 records. The choice and the
-    held-out scores land in ``trained_on["transfer"]``."""
+def adapt_predictor(pred, fs, transfer: str = "auto", *, targets: list[str] | None = None,
+                    epochs: int | None = None, seed: int = 0,
+                    progress: Callable[[str, int, int], None] | None = None):
+    """Adapt a fitted predictor to the labeled records ``fs`` with a transfer recipe (see
+    :func:`fine_tune`) → ``(predictor, recipe used, held-out MAPE per recipe tried)``; the
+    time it took lands in ``trained_on["fine_tune_seconds"]``."""
     import copy
 
     from perfcast.evaluation.metrics import mape
-    from perfcast.labeled.frames import feature_set
-    from perfcast.predictors import load_predictor
-    from perfcast.training.shipped import manifest, shipped_dir
 
     if transfer not in TRANSFER_RECIPES:
         raise PerfcastError(f"unknown transfer recipe {transfer!r} (use {', '.join(TRANSFER_RECIPES)})")
-    src = Path(init_from)
-    if not src.exists():
-        ids = {e["id"]: e for e in manifest()}
-        if init_from not in ids:
-            raise PerfcastError(f"--init-from {init_from!r}: no such directory and no shipped "
-                                f"model of that id (shipped: {', '.join(sorted(ids)) or 'none'})")
-        src = shipped_dir() / ids[init_from]["path"]
-    pred = load_predictor(src)
-    from perfcast.datasets import load_labeled
-
-    df = load_labeled(data)
-    if device:
-        df = df[df["device"].astype(str) == device]
-    if len(df) == 0:
-        raise PerfcastError(f"{data}: no labeled record{' for device ' + device if device else ''}")
-    fs = feature_set(df, workers=workers, memsim=bool(pred.trained_on_.get("memsim")),
-                     progress=progress)
-    targets = [t for t in pred.targets_ if t in fs.labeled_targets()]
-    if not targets:
-        raise PerfcastError(f"{data}: no labels for the predictor's targets "
-                            f"({', '.join(pred.targets_)})")
+    targets = targets or [t for t in pred.targets_ if t in fs.labeled_targets()]
 
     def adapt(p, recipe: str, records):
         if recipe == "recalibrate":
@@ -127,6 +91,8 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
         return p
 
     recipe, scores = transfer, {}
+    if transfer == "finetune" and "warm_start" not in pred.known_params():
+        recipe = "recalibrate"  # no warm start (e.g. crossdevice): adapt its output instead
     if transfer in ("finetune", "scratch") and not pred.learns:
         raise PerfcastError(f"{pred.name} does not learn; use --transfer recalibrate")
     if transfer == "auto":
@@ -134,10 +100,12 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
         if not pred.learns:
             recipe = "recalibrate"
         elif n_models < AUTO_MIN_MODELS:
-            recipe = "finetune"
+            recipe = "finetune" if "warm_start" in pred.known_params() else "recalibrate"
         else:
             fit_part, held = hold_out_models(fs, max(2, round(0.25 * n_models)), seed)
             for r in ("recalibrate", "finetune", "scratch"):
+                if r == "finetune" and "warm_start" not in pred.known_params():
+                    continue
                 # scratch leaves the source untouched; the others adapt a copy of it
                 src_copy = pred if r == "scratch" else copy.deepcopy(pred)
                 yhat = adapt(src_copy, r, fit_part).predict(held)
@@ -146,10 +114,66 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
             recipe = min(scores, key=scores.get)
     t0 = time.perf_counter()
     pred = adapt(pred, recipe, fs)
+    pred.trained_on_["fine_tune_seconds"] = round(time.perf_counter() - t0, 2)
+    return pred, recipe, scores
+
+
+def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *,
+              device: str | None = None, epochs: int | None = None, workers: int = 2,
+              transfer: str = "auto", seed: int = 0,
+              progress: Callable[[str, int, int], None] | None = None):
+    """Adapt a saved (or shipped) predictor to a user's measurements (e.g. another device) and
+    save it to ``out``. ``init_from``: a directory or a shipped model id (``perfcast train
+    --list``).
+
+    ``transfer``: ``finetune`` continues training every weight on the records (``warm_start``);
+    ``recalibrate`` keeps the model and maps its log prediction to the records
+    (:meth:`~perfcast.predictors.base.Predictor.recalibrate`; the only choice for a predictor
+    that does not learn); ``scratch`` trains a new predictor of the same kind and
+    hyper-parameters on the records alone; ``auto`` (default) holds out a quarter of the
+    records' models, scores the three on them and keeps the best (MAPE), refitted on every
+    record — with fewer than :data:`AUTO_MIN_MODELS` models it fine-tunes. No recipe wins
+    everywhere (benchmarks/trappm_transfer.py → reports/trappm/transfer.md): recalibration is
+    best with few records between similar devices, fine-tuning with more, and between a GPU
+    and a CPU a model trained from scratch overtakes both from ~64 records. The choice and the
+    held-out scores land in ``trained_on["transfer"]``."""
+    from perfcast.labeled.frames import feature_set
+    from perfcast.predictors import load_predictor
+    from perfcast.training.shipped import manifest, shipped_dir
+
+    if transfer not in TRANSFER_RECIPES:
+        raise PerfcastError(f"unknown transfer recipe {transfer!r} (use {', '.join(TRANSFER_RECIPES)})")
+    src = Path(init_from)
+    if not src.exists():
+        ids = {e["id"]: e for e in manifest()}
+        if init_from not in ids:
+            raise PerfcastError(f"--init-from {init_from!r}: no such directory and no shipped "
+                                f"model of that id (shipped: {', '.join(sorted(ids)) or 'none'})")
+        e = ids[init_from]
+        src = (Path(e["root"]) if e.get("root") else shipped_dir()) / e["path"]
+    pred = load_predictor(src)
+    from perfcast.datasets import load_labeled
+
+    df = load_labeled(data)
+    if device:  # a registry key or a spec file (then its key): the records of that device
+        from perfcast.devices import get_device
+
+        key = get_device(device).key
+        df = df[df["device"].astype(str).isin({device, key})].assign(device=key)
+    if len(df) == 0:
+        raise PerfcastError(f"{data}: no labeled record{' for device ' + device if device else ''}")
+    fs = feature_set(df, workers=workers, memsim=bool(pred.trained_on_.get("memsim")),
+                     plans=pred.uses_plans, progress=progress)
+    targets = [t for t in pred.targets_ if t in fs.labeled_targets()]
+    if not targets:
+        raise PerfcastError(f"{data}: no labels for the predictor's targets "
+                            f"({', '.join(pred.targets_)})")
+
+    pred, recipe, scores = adapt_predictor(pred, fs, transfer, targets=targets, epochs=epochs,
+                                           seed=seed, progress=progress)
     pred.trained_on_["fine_tuned_from"] = str(init_from)
     pred.trained_on_["transfer"] = {"recipe": recipe, "asked": transfer, "records": len(fs),
                                     **({"held_out_mape": scores} if scores else {})}
-    pred.trained_on_["fine_tune_seconds"] = round(time.perf_counter() - t0, 2)
     pred.save(out)
     return pred, fs
 
@@ -187,9 +211,14 @@ def load_recipe(name: str) -> dict[str, Any]:
 def _entry_task(e: dict[str, Any]):
     from perfcast.evaluation.tasks import Task
 
+    if e.get("task"):  # a named evaluation task's records (same selection, same drops)
+        from perfcast.evaluation.tasks import get_task
+
+        return get_task(e["task"])
     return Task(name=e["id"], title=e["id"], loader=e.get("loader", "all"),
                 sources=tuple(e["sources"]), targets=tuple(e["targets"]),
-                memsim=bool(e.get("memsim")), drop_impossible=bool(e.get("drop_impossible")))
+                memsim=bool(e.get("memsim")), drop_impossible=bool(e.get("drop_impossible")),
+                plans=bool(e.get("plans")))
 
 
 def default_recipe_dir(name: str) -> Path:
@@ -212,6 +241,7 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
     import numpy as np
 
     from perfcast.predictors import create_predictor
+    from perfcast.training import shipped
     from perfcast.training.shipped import manifest
 
     recipe = load_recipe(name)
@@ -236,7 +266,7 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
             pred = create_predictor(e["predictor"], **e.get("params", {}))
             train, valid = sub, None
             n_models = sub.rows["model"].nunique()
-            if pred.learns and n_models >= 20:
+            if pred.learns and n_models >= 20 and e.get("early_stopping", True):
                 train, valid = hold_out_models(sub, max(1, n_models // 10), int(e.get("seed", 0)))
             cb = (lambda i, n, g=gid: progress(f"fit {g}", i, n)) if progress else None
             pred.fit(train, valid, targets=list(e["targets"]), progress=cb)
@@ -245,6 +275,9 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
             pred.save(root / gid)
             secs = round(time.perf_counter() - t0, 1)
             combos = sub.rows[["device", "mode", "precision"]].astype(str).drop_duplicates()
+            if e.get("any_gpu"):  # one entry answering every GPU (device-conditioned)
+                combos = pd.DataFrame([{"device": shipped.ANY_GPU, "mode": shipped.ANY,
+                                        "precision": shipped.ANY}])
             for dev, mode, prec in combos.itertuples(index=False, name=None):
                 entries.append({"id": gid if len(combos) == 1 else f"{gid}:{dev}-{mode}-{prec}",
                                 "device": dev, "mode": mode, "precision": prec,
@@ -254,7 +287,8 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
                                     "records": int(len(sub)),
                                     "models": int(sub.rows["model"].nunique()),
                                     "families": int(sub.rows["family"].nunique()),
-                                    "sources": sorted(map(str, sub.rows["source"].unique()))}})
+                                    "sources": sorted(map(str, sub.rows["source"].unique())),
+                                    "devices": sorted(map(str, sub.rows["device"].unique()))}})
     if only:  # keep the entries not retrained
         kept = [x for x in old.values() if x["path"] not in {y["path"] for y in entries}]
         entries = kept + entries
