@@ -158,7 +158,7 @@ def test_calibrate_end_to_end_tiny_budget(tmp_path):
     env = {"PERFCAST_USER_MODELS": str(tmp_path / "models"),
            "PERFCAST_GRAPH_STORE": str(tmp_path / "store")}
     models = " ".join(TINY[:3])
-    r = _cli("calibrate", "--device", "cpu", "--minutes", "1", "--models", models,
+    r = _cli("calibrate", "--device", "cpu", "--minutes", "2", "--models", models,
              "--batch-sizes", "1,2", "--input-size", "3,64,64", "--threads", "1",
              "--max-seconds", "0.3", "--json", env=env)
     assert r.returncode == 0, r.stderr[-2000:]
