@@ -158,6 +158,8 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     decisions call for every batch or device they try)."""
     from perfcast import routing
 
+    if predictor and not routing.looks_like_path(predictor):
+        routing.check_predictor_name(predictor)  # before any graph is built
     precision_note = None
     if w.precision is None:
         precision, precision_note = routing.shipped_precision(dev.key, w.mode)
@@ -220,5 +222,14 @@ def _start_simulation(w: Workload):
     return SimulationJob.start(job_workload)
 
 
-__all__ = ["DEFAULT_BATCH", "PREDICT_OPTIONS", "Prediction", "WORKLOAD_KEYWORDS", "as_workload",
-           "load_graph", "parse_request", "predict", "predict_workload"]
+__all__ = [
+    "DEFAULT_BATCH",
+    "PREDICT_OPTIONS",
+    "WORKLOAD_KEYWORDS",
+    "Prediction",
+    "as_workload",
+    "load_graph",
+    "parse_request",
+    "predict",
+    "predict_workload",
+]

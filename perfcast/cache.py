@@ -8,6 +8,7 @@ versions and — for files — the file's size and modification time). Location:
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from perfcast.errors import PerfcastError
@@ -32,8 +33,11 @@ def get_graph(workload: Workload, use_cache: bool = True) -> ModelGraph:
     if use_cache and path.exists():
         try:
             return ModelGraph.load(path)
-        except PerfcastError:
-            path.unlink(missing_ok=True)  # stale or corrupt entry: rebuild
+        except PerfcastError as exc:  # stale or damaged entry: remove it, rebuild, say so
+            path.unlink(missing_ok=True)
+            logging.getLogger("perfcast").warning(
+                "graph cache entry %s was unreadable (%s): removed and rebuilt", path.name,
+                str(exc).split(" (", 1)[-1].rstrip(")")[:120])
     graph = build_graph(workload)
     if use_cache:
         try:

@@ -178,7 +178,7 @@ class ModelGraph:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ModelGraph":
+    def from_dict(cls, d: dict[str, Any]) -> ModelGraph:
         meta = GraphMeta(**d["meta"])
         meta.input_shapes = [tuple(s) for s in meta.input_shapes]
         nodes = []
@@ -216,6 +216,8 @@ class ModelGraph:
         try:
             with os.fdopen(fd, "wb") as f:
                 np.savez_compressed(f, **arrays)
+                f.flush()
+                os.fsync(f.fileno())  # on disk before the rename makes it visible
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -223,7 +225,7 @@ class ModelGraph:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ModelGraph":
+    def load(cls, path: str | os.PathLike) -> ModelGraph:
         path = Path(path)
         if not path.exists():
             raise PerfcastError(f"graph file not found: {path}")
@@ -232,8 +234,17 @@ class ModelGraph:
                 doc = json.loads(z["json"].tobytes().decode())
                 nums = {k: z[k] for k in ("flops", "macs", "params", "param_bytes", "output_bytes",
                                           "edge_index", "edge_bytes", "edge_backward")}
-        except (OSError, ValueError, KeyError) as exc:
-            raise PerfcastError(f"not a perfcast graph file: {path} ({exc})") from exc
+        except Exception as exc:
+            raise PerfcastError(f"not a perfcast graph file: {path} "
+                                f"({type(exc).__name__}: {exc})") from exc
+        try:
+            return cls._from_doc(doc, nums, path)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise PerfcastError(f"not a perfcast graph file: {path} "
+                                f"({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def _from_doc(cls, doc: dict, nums: dict, path: Path) -> ModelGraph:
         meta = GraphMeta(**doc["meta"])
         if meta.format_version != GRAPH_FORMAT_VERSION:
             raise PerfcastError(f"graph file {path} has format {meta.format_version}, "

@@ -226,6 +226,8 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
     ``sim_job``: a :class:`~perfcast.memory.cache.SimulationJob` already running;
     ``threads``: CPU threads (CPU devices; default: this process's cores for the local ``cpu``)."""
     notes: list[str] = [precision_note] if precision_note else []
+    if predictor and not looks_like_path(predictor):
+        check_predictor_name(predictor)
     req = _Request(workload, device, graph, notes, use_cache, sim_job)
     req.threads = _threads_for(device, threads)
     user_pred = None
@@ -378,10 +380,36 @@ def _domain_note(answers: dict[str, Answer], workload: Workload, notes: list[str
             answers[t].notes.append(note)
 
 
+def check_predictor_name(name: str) -> None:
+    """A ``--predictor`` registry name must exist (a known name without a shipped model for the
+    device is answered with the default model and a note; an unknown one is an error)."""
+    import difflib
+
+    from perfcast.predictors import list_predictors
+
+    names = [n for n in list_predictors() if not n.startswith("test-")]
+    if name not in names:
+        near = difflib.get_close_matches(name, names, n=1)
+        raise PerfcastError(f"unknown predictor {name!r}"
+                            + (f" — did you mean {near[0]!r}?" if near else "")
+                            + f" (predictors: {', '.join(names)}; or a saved predictor's "
+                              f"directory)")
+
+
 def looks_like_path(text: str) -> bool:
     """Whether a ``--predictor`` value names a directory rather than a registry name."""
     return os.sep in text or text.startswith(".") or os.path.isdir(text)
 
 
-__all__ = ["Answer", "MEMORY_LOWER_BOUND", "Route", "SOURCES", "graph_workload",
-           "looks_like_path", "route", "shipped_precision", "simulation_applies"]
+__all__ = [
+    "MEMORY_LOWER_BOUND",
+    "SOURCES",
+    "Answer",
+    "Route",
+    "check_predictor_name",
+    "graph_workload",
+    "looks_like_path",
+    "route",
+    "shipped_precision",
+    "simulation_applies",
+]

@@ -104,3 +104,38 @@ def test_to_pyg(resnet18_infer):
     assert d.edge_attr[:, 3].unique().tolist() == [pytest.approx(np.log1p(1555.0))]
     assert d.y.tolist() == [[3.5, 900.0]] and d.y_names == ["time_ms", "memory_mb"]
     assert d.edge_index.max() < d.num_nodes
+
+
+# --------------------------------------------------------------------------- damaged cache entries
+@pytest.mark.parametrize("damage", ["truncate", "empty", "garbage"])
+def test_damaged_cache_entry_is_removed_and_rebuilt(tmp_path, damage):
+    """Issue #23: a truncated / empty / overwritten graph-cache entry heals with a one-line note."""
+    import os
+    import subprocess
+    import sys
+
+    from perfcast.cache import cache_path
+    from perfcast.graph import ModelGraph
+    from perfcast.workload import Workload
+
+    env = {**os.environ, "PERFCAST_CACHE_DIR": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "perfcast", "inspect", "timm:resnet10t", "--input-size",
+            "3,32,32", "--json"]
+    first = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    os.environ["PERFCAST_CACHE_DIR"] = env["PERFCAST_CACHE_DIR"]
+    try:
+        path = cache_path(Workload.of("timm:resnet10t", input_size="3,32,32"))
+    finally:
+        del os.environ["PERFCAST_CACHE_DIR"]
+    assert path.exists()
+    raw = path.read_bytes()
+    path.write_bytes({"truncate": raw[: len(raw) // 2], "empty": b"",
+                      "garbage": b"not a zip file at all"}[damage])
+    again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "Traceback" not in again.stderr
+    notes = [ln for ln in again.stderr.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 1 and "rebuilt" in notes[0]
+    assert again.stdout == first.stdout  # the same graph, rebuilt
+    ModelGraph.load(path)  # and the entry is whole again

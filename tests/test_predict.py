@@ -241,3 +241,18 @@ def test_import_pyg_defers_datasets():
             "assert g.datasets.TUDataset is TUDataset and 'torch_geometric.llm' in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_unknown_predictor_name_is_an_error_with_the_nearest_name():
+    """Issue #23: `--predictor dipm` (typo) → exit 2 naming the valid names; a known name
+    without a model for the device still answers with the default one and a note."""
+    r = _cli("predict", "timm:resnet10t", "--device", "cpu", "--input-size", "3,32,32",
+             "--predictor", "dipm")
+    assert r.returncode == 2, r.stderr
+    assert "did you mean 'dippm'" in r.stderr and "xgboost" in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    r = _cli("predict", "timm:resnet10t", "--device", "cpu", "--input-size", "3,32,32",
+             "--predictor", "dippm", "--json")
+    assert r.returncode == 0, r.stderr
+    assert any("no shipped 'dippm'" in n for n in json.loads(r.stdout)["notes"])

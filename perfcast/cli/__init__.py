@@ -42,8 +42,23 @@ def version():
     out.print(__version__)
 
 
-def _terminate(signum, frame):  # noqa: ANN001
+def _terminate(signum, frame):
     raise KeyboardInterrupt
+
+
+def _notes_to_stderr() -> None:
+    """Library warnings (logger ``perfcast``, e.g. a damaged cache entry that was rebuilt) as
+    one-line ``note:`` messages on stderr."""
+    import logging
+
+    log = logging.getLogger("perfcast")
+    if not any(getattr(h, "_perfcast_cli", False) for h in log.handlers):
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("note: %(message)s"))
+        h._perfcast_cli = True
+        log.addHandler(h)
+        log.setLevel(logging.WARNING)
+        log.propagate = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)  # `kill` cleans up like Ctrl-C
     except ValueError:  # not the main thread
         pass
+    _notes_to_stderr()
     try:
         rc = app(args=argv, standalone_mode=False)  # typer returns Exit codes (130 on Ctrl-C)
         if rc == 130:
