@@ -134,8 +134,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     tensor-memory simulation (memory), and say so in ``notes``.
     ``runtime_overhead_mb``: GPU memory beyond live tensors added to simulated memory (default:
     the median measured on real runs, see :mod:`perfcast.memory.overhead`; 0 = tensors only).
-    ``threads``: CPU threads the model runs with (CPU devices; default: the cores this process
-    may use for this machine's ``cpu``, unset for other CPUs).
+    ``threads``: CPU threads the model runs with (CPU devices; default: this machine's usable
+    cores as the registry detects them for ``cpu``, unset for other CPUs).
     ``overlap_simulation``: when the graph is not cached yet, run the memory simulation in a
     forked child process meanwhile (the CLI does: a fresh process; ≈ 1 s off a cold start).
     """

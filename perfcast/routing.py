@@ -221,13 +221,12 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
           precision_note: str | None = None, threads: int | None = None) -> Route:
     """Answer every target for ``workload`` (batch and precision chosen) on ``device`` (a
     :class:`~perfcast.devices.Device`) from its learning ``graph`` (see the module docstring).
-    ``predictor``: a registry name among the shipped models or a saved predictor's directory;
+    ``predictor``: a registry name among the shipped models (checked by the caller with
+    :func:`check_predictor_name`, before the graph is built) or a saved predictor's directory;
     ``overhead_mb``: GPU runtime overhead added to simulated memory (``None``: measured median);
     ``sim_job``: a :class:`~perfcast.memory.cache.SimulationJob` already running;
-    ``threads``: CPU threads (CPU devices; default: this process's cores for the local ``cpu``)."""
+    ``threads``: CPU threads (CPU devices; default: the local ``cpu``'s usable cores)."""
     notes: list[str] = [precision_note] if precision_note else []
-    if predictor and not looks_like_path(predictor):
-        check_predictor_name(predictor)
     req = _Request(workload, device, graph, notes, use_cache, sim_job)
     req.threads = _threads_for(device, threads)
     user_pred = None
@@ -266,14 +265,12 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
 
 def _threads_for(device, threads: int | None) -> int | None:
     """The thread count a CPU prediction is for: the one asked, else (this machine's ``cpu``)
-    the cores this process may use; ``None`` for GPUs and other CPUs left unset."""
+    its usable cores as the registry detected them (affinity, SMT siblings and cgroup limit
+    accounted for); ``None`` for GPUs and other CPUs left unset."""
     if device.is_gpu:
         return None
     if threads is None and device.key == "cpu":
-        import os
-
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
+        threads = device.cores
     return threads
 
 

@@ -232,8 +232,8 @@ def calibrate(
         "--minutes", help="Budget of the measurements (the fit after them takes seconds).")
     ] = 10.0,
     threads: Annotated[int | None, typer.Option(
-        "--threads", help="CPU threads to calibrate (default: every core this process may "
-                          "use).")] = None,
+        "--threads", help="CPU threads to calibrate (default: this machine's usable cores, "
+                          "as perfcast devices detects them).")] = None,
     models: Annotated[str | None, typer.Option(
         "--models", "-m", help="Space-separated model specs instead of the default set.")
     ] = None,

@@ -343,12 +343,16 @@ class KernelSumPredictor(Predictor):
         gflop = _gflop(terms)[ok]
         self.range_ = {"batch_size": [float(b.min()), float(b.max())],
                        "gflop": [float(gflop.min()), float(gflop.max())]}
-        pred = self._predict(train)[ok, 0]
+        pred = self._combine(X, terms, train)[ok]  # the physics of the fit, not computed again
         self.history_.append({"records": int(ok.sum()),
                               "train_mape": float(np.mean(np.abs(pred / y[ok] - 1)))})
 
     def _predict(self, data: FeatureSet) -> np.ndarray:
         X, terms = self.physics(data)
+        return self._combine(X, terms, data)[:, None]
+
+    def _combine(self, X: np.ndarray, terms: pd.DataFrame, data: FeatureSet) -> np.ndarray:
+        """ms per record from its physics matrix: the fitted sum, times the bounded correction."""
         out = X @ self.coef_
         if self.booster_ is not None:
             import xgboost as xgb
@@ -356,12 +360,12 @@ class KernelSumPredictor(Predictor):
             c = self.booster_.predict(xgb.DMatrix(self.correction_features(data, terms)))
             m = self.p("max_correction")
             out = out * np.exp(np.clip(c, -m, m))
-        return out[:, None]
+        return out
 
     def out_of_range(self, data: FeatureSet) -> list[str]:
         """Why each request lies outside the training range (batch size, GFLOP per step), one
-        string per record ("" when inside)."""
-        _, terms = self.physics(data)
+        string per record ("" when inside). Reads the kernel terms only (no pricing)."""
+        terms, _ = kernel_terms(data)
         gflop = _gflop(terms)
         b = data.rows["batch_size"].to_numpy(float)
         out = []

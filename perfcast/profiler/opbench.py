@@ -4,8 +4,9 @@ A node of a :class:`~perfcast.graph.ModelGraph` carries its op, input / output s
 enough to call the same PyTorch op on random tensors of those shapes. Timing the nodes of many
 models gives operator-level labels of *this* machine at the shapes real models use (the CPU
 counterpart of NeuSight's GPU kernel measurements): a CPU's speed varies by an order of magnitude
-between ops and shapes (a 3×3 depthwise convolution runs at 3–28 GFLOP/s on the development VM
-depending on channels and size, a dense one at 50–70), which no roofline captures.
+between ops and shapes (on the development VM the timed 3×3 depthwise convolutions run at
+0.9–16.8 GFLOP/s, p10–p90, the dense 3×3 ones at 36.7–160; ``reports/cpu/oracle.md``), which no
+roofline captures.
 
 :func:`op_call` builds the call (``None`` for ops without one here — views cost only dispatch,
 data-dependent ops are skipped); :func:`time_node` times it (median of adaptive repetitions);

@@ -23,8 +23,6 @@ measurements with ``torch.cuda`` events, the profile with the same two kernels o
 from __future__ import annotations
 
 import copy
-import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,7 +120,7 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
         raise PerfcastError(f"--minutes must be positive, got {minutes}")
     dev = get_device(device)
     t0 = time.monotonic()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = get_device("cpu").cores  # this machine's usable cores, as the registry detected
     if dev.is_gpu:
         threads = None
     elif threads is None:
@@ -219,23 +217,22 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
 
 
 def _write_user_manifest(root: Path, device: str, name: str, pred, entry: dict) -> None:
-    path = root / "manifest.json"
-    doc = {"models": []}
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            doc = {"models": []}  # a damaged user manifest is rewritten
-    models = [e for e in doc.get("models", []) if e.get("path") != name]
+    """Put ``name``'s entries (one per mode) first in the user's manifest, keeping the others
+    (a damaged manifest is rewritten)."""
+    from perfcast.training.shipped import manifest
+    from perfcast.training.trainer import write_manifest
+
+    try:
+        models = [e for e in manifest(root) if e.get("path") != name]
+    except PerfcastError:
+        models = []
     for mode in MANIFEST_MODES:
         models.insert(0, {"id": f"{name}:{mode}", "device": device, "mode": mode,
                           "precision": "fp32", "targets": ["time_ms"], "predictor": pred.name,
                           "path": name, "memsim": False, "rank": -1,
                           "trained_on": {"calibrated": pred.trained_on_.get("calibrated"),
                                          "from": entry["id"]}})
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"models": models}, indent=1))
-    os.replace(tmp, path)
+    write_manifest(models, root)
 
 
 __all__ = ["CALIBRATION_SET", "CalibrationResult", "calibrate", "calibration_configs"]
