@@ -21,11 +21,35 @@ Each room imports only rooms below it (``scripts/check_layers.py``).
 """
 
 from perfcast._version import __version__
-from perfcast.api import Prediction, load_graph, predict
-from perfcast.decisions import (CostEstimate, FitResult, MigAdvice, Ranking, estimate_cost,
-                                max_batch_size, rank, recommend_mig)
-from perfcast.errors import PerfcastError
-from perfcast.graph import Edge, GraphMeta, ModelGraph, Node
+
+#: Public names → the module defining them, imported on first use (PEP 562), so that
+#: ``import perfcast.cli`` stays light: the command line installs its signal handlers before
+#: torch and the predictors load (a Ctrl-C during start-up is then one line, not a traceback).
+_LAZY = {
+    "Prediction": "perfcast.api", "load_graph": "perfcast.api", "predict": "perfcast.api",
+    "CostEstimate": "perfcast.decisions", "FitResult": "perfcast.decisions",
+    "MigAdvice": "perfcast.decisions", "Ranking": "perfcast.decisions",
+    "estimate_cost": "perfcast.decisions", "max_batch_size": "perfcast.decisions",
+    "rank": "perfcast.decisions", "recommend_mig": "perfcast.decisions",
+    "PerfcastError": "perfcast.errors",
+    "Edge": "perfcast.graph", "GraphMeta": "perfcast.graph", "ModelGraph": "perfcast.graph",
+    "Node": "perfcast.graph",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'perfcast' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = ["__version__", "load_graph", "predict", "Prediction", "recommend_mig", "MigAdvice",
            "max_batch_size", "FitResult", "estimate_cost", "CostEstimate", "rank", "Ranking",

@@ -87,8 +87,12 @@ DEFAULT_BATCH = {"infer": 1, "train": 32}
 class Prediction:
     """One forecast. ``time_ms`` is per batch (latency or training step time, ms);
     ``throughput_samples_per_s`` = batch ÷ time; ``memory_mb`` is the peak device memory (MiB);
-    ``energy_j`` is per batch (J) and ``power_w`` its mean power (W). A value no predictor can give
-    is ``None`` and ``notes`` says why. ``predictor`` / ``trained_on`` map each target to the
+    ``energy_j`` is per batch (J) and ``power_w`` its mean power (W). ``capacity_mb`` is the
+    device's memory (MiB; for ``cpu`` this machine's RAM, as the registry detected it) and
+    ``fits`` whether ``memory_mb`` ≤ ``capacity_mb`` (``None`` when either is unknown). A value no
+    predictor can give is ``None`` and ``notes`` says why. Every value is physically possible: one
+    a predictor gave below a physical bound is raised to it, with a note (see
+    :mod:`perfcast.routing`). ``predictor`` / ``trained_on`` map each target to the
     predictor that answered it and the data it learned from. ``route`` (not serialised) holds
     the structured :class:`~perfcast.routing.Route`: per target its source and the bounds
     applied — what the decisions read."""
@@ -105,6 +109,8 @@ class Prediction:
     memory_mb: float | None = None
     energy_j: float | None = None
     power_w: float | None = None
+    capacity_mb: float | None = None
+    fits: bool | None = None
     predictor: dict[str, str] = field(default_factory=dict)
     trained_on: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -193,6 +199,13 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
             out.trained_on[target] = ans.trained_on
     if out.time_ms:
         out.throughput_samples_per_s = w.batch_size / out.time_ms * 1e3
+    out.capacity_mb = dev.memory_mb
+    if out.memory_mb is not None and out.capacity_mb is not None:
+        out.fits = bool(out.memory_mb <= out.capacity_mb)
+        if not out.fits:
+            where = "this machine's RAM" if dev.detected else f"the {dev.key}'s memory"
+            out.notes.append(f"fits: no — {out.memory_mb:,.0f} MiB predicted, "
+                             f"{out.capacity_mb:,.0f} MiB in {where}")
     if out.energy_j and out.time_ms:
         out.power_w = out.energy_j / (out.time_ms / 1e3)
     else:

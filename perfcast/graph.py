@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -196,7 +195,6 @@ class ModelGraph:
         never leaves a half-written graph.
         """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"meta": asdict(self.meta),
                "nodes": [{k: v for k, v in asdict(n).items()
                           if k not in ("flops", "macs", "params", "param_bytes", "output_bytes")}
@@ -212,16 +210,13 @@ class ModelGraph:
             "edge_bytes": np.array([e.bytes for e in self.edges], dtype=np.int64),
             "edge_backward": np.array([e.kind == "backward" for e in self.edges], dtype=bool),
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
+        from perfcast.paths import write_file_atomically
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as f:  # a file object: numpy adds no second ".npz"
                 np.savez_compressed(f, **arrays)
-                f.flush()
-                os.fsync(f.fileno())  # on disk before the rename makes it visible
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+
+        write_file_atomically(path, write)  # fsync'ed on disk before the rename shows it
         return path
 
     @classmethod

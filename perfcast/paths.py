@@ -41,6 +41,7 @@ From a repository checkout, point the two data variables at the checkout's copie
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -120,6 +121,107 @@ def user_models_dir() -> Path:
     return _env_path("PERFCAST_USER_MODELS") or data_home() / "calibrated"
 
 
+def _fsync_path(path: Path) -> None:
+    """Flush ``path`` (a file, or a directory's entries) to disk; best effort where the OS
+    cannot (e.g. directories on Windows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_file_atomically(path: str | os.PathLike, write) -> Path:
+    """Write one file all at once: ``write(tmp)`` writes a temporary file in the same folder
+    (same suffix, so writers that infer the format from it — ``savefig``, ``to_parquet`` —
+    work), which is ``fsync``-ed and renamed over ``path``. A crash, Ctrl-C or full disk
+    leaves the old file (or none), never half a new one. ``write`` may also be ``str`` or
+    ``bytes`` (the content). The file gets the umask's mode. Returns ``path``."""
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    tmp = Path(name)
+    try:
+        if isinstance(write, (str, bytes)):
+            with os.fdopen(fd, "wb") as f:
+                f.write(write.encode() if isinstance(write, str) else write)
+        else:
+            os.close(fd)
+            write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp (and safetensors) create 0600 files
+        _fsync_path(tmp)
+        os.replace(tmp, path)
+        _fsync_path(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process umask (read once: reading it means setting it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check_output_file(path: str | os.PathLike, *, suffixes: tuple[str, ...] = (),
+                      option: str = "output", default_name: str | None = None) -> Path:
+    """Validate an output file path before any work is done (one place for every command):
+    its folder must exist and be writable; an existing directory becomes
+    ``<dir>/<default_name>`` when a ``default_name`` is given; ``suffixes`` (e.g.
+    ``(".png", ".svg")``) are the formats the writer knows. Returns the path to write;
+    raises :class:`~perfcast.errors.PerfcastError` (exit 2) naming ``option`` otherwise."""
+    from perfcast.errors import PerfcastError
+
+    p = Path(path).expanduser()
+    if p.is_dir():
+        if default_name is None:
+            raise PerfcastError(f"{option} {str(path)!r} is a directory; give a file name")
+        p = p / default_name
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise PerfcastError(f"{option} {str(path)!r}: the file name must end in "
+                            f"{' or '.join(suffixes)}")
+    folder = p.parent
+    if not folder.is_dir():
+        raise PerfcastError(f"{option} {str(path)!r}: folder {str(folder)!r} does not exist "
+                            f"(create it first)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PerfcastError(f"{option} {str(path)!r}: folder {str(folder)!r} is not writable")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise PerfcastError(f"{option} {str(path)!r} exists and is not writable")
+    return p
+
+
+def check_output_dir(path: str | os.PathLike, *, option: str = "output") -> Path:
+    """Validate an output directory before any work is done: it is a directory or can be
+    created (its nearest existing ancestor is a writable directory). Returns it (not
+    created)."""
+    from perfcast.errors import PerfcastError
+
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise PerfcastError(f"{option} {str(path)!r} exists and is not a directory")
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise PerfcastError(f"{option} {str(path)!r}: {str(probe)!r} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise PerfcastError(f"{option} {str(path)!r}: {str(probe)!r} is not writable")
+    return p
+
+
 def write_dir_atomically(path: str | os.PathLike, fill) -> Path:
     """Write a directory all at once: ``fill(tmp)`` writes into a temporary sibling directory,
     which then replaces ``path`` (a crash or Ctrl-C leaves the old directory, never half a new
@@ -132,9 +234,22 @@ def write_dir_atomically(path: str | os.PathLike, fill) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         fill(tmp)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        for f in tmp.rglob("*"):  # on disk before the rename makes them visible
+            if f.is_file():
+                _fsync_path(f)
+        old = None
+        if path.exists():  # moved aside, so that some complete version exists at every moment
+            old = path.parent / f".{path.name}.old-{os.getpid()}-{os.urandom(4).hex()}"
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if old is not None and not path.exists():
+                os.replace(old, path)
+            raise
+        _fsync_path(path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -160,5 +275,5 @@ __all__ = [
     "CACHE_DIR_ENV", "DATASETS_ENV", "DATA_HOME_ENV", "DEVICES_DIR_ENV", "GRAPH_STORE_ENV",
     "PUBLIC_DATA_ENV", "cache_dir", "data_home", "graph_store_dir", "local_cpu_db",
     "local_datasets_dir", "package_data", "public_data_dir", "user_devices_dir", "user_models_dir",
-    "write_dir_atomically",
+    "check_output_dir", "check_output_file", "write_dir_atomically", "write_file_atomically",
 ]

@@ -13,8 +13,21 @@ For a :class:`~perfcast.workload.Workload` on a :class:`~perfcast.devices.Device
 3. else a fallback: **time** — the roofline bound (Σ max(FLOPs ÷ peak, bytes ÷ bandwidth) +
    launch overhead; an optimistic bound), **memory** — the tensor-memory simulation (+ the
    measured GPU runtime overhead on a GPU), **energy** — none;
-4. bounds: a learned GPU memory answer below the simulated tensors + runtime overhead (a lower
-   bound that held in 91.5 % of 3,802 measured runs) is raised to it (``memory-lower-bound``).
+4. bounds — every answer physically possible; a value that would break one is raised to it, with
+   the bound in ``Answer.bounds`` and a note:
+
+   * **time** (:func:`_time_bounds`): a learned time is read on a fixed batch grid
+     (:data:`BATCH_GRID`). It is raised to the largest time the model gives a smaller grid batch
+     (``time-monotone``: a bigger batch does all the work of a smaller one); beyond the batch
+     where a model turns flat (a tree model past its training data) it grows as the model's
+     own last trained octaves did (``time-batch-scaling``); and no answer, learned or not, is
+     below :func:`~perfcast.predictors.roofline.time_lower_bound_ms` (``time-lower-bound``:
+     FLOPs ÷ the precision's fastest peak, parameter bytes ÷ bandwidth, one launch per kernel);
+   * **memory**: a learned answer below the simulated tensors is raised to them
+     (``memory-lower-bound``) — on a GPU + the runtime overhead (a lower bound that held in
+     91.5 % of 3,802 measured runs), on a CPU the tensors alone (the simulation is exactly what
+     the CPU measurements record); and no answer is below the weights (+ gradients + optimizer
+     state in training) + the input batch (``memory-weights-bound``).
 
 Every value keeps its provenance (``predictor`` / ``trained_on``) and ``notes`` say why a
 fallback or bound was used.
@@ -23,6 +36,7 @@ fallback or bound was used.
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +47,21 @@ from perfcast.workload import Workload
 #: ``Answer.source`` values: a shipped model, a predictor the user saved, the roofline bound,
 #: the tensor-memory simulation, nothing.
 SOURCES = ("learned", "user", "roofline", "simulation", "none")
-#: ``Answer.bounds`` entry: the value was raised to the simulated tensors + runtime overhead.
+#: ``Answer.bounds`` entry: the value was raised to the simulated tensors (+ runtime overhead on
+#: a GPU).
 MEMORY_LOWER_BOUND = "memory-lower-bound"
+#: ``Answer.bounds`` entry: the value was raised to weights (+ gradients + optimizer state) + inputs.
+MEMORY_WEIGHTS_BOUND = "memory-weights-bound"
+#: ``Answer.bounds`` entry: the time was raised to the physical lower bound (roofline floor).
+TIME_LOWER_BOUND = "time-lower-bound"
+#: ``Answer.bounds`` entry: the time was raised to the learned time of a smaller batch.
+TIME_MONOTONE = "time-monotone"
+#: ``Answer.bounds`` entry: the time was extrapolated past the batch where the model turns flat.
+TIME_BATCH_SCALING = "time-batch-scaling"
+#: Batches a learned time model is read at (:func:`_time_bounds`): every batch to 16, then eight
+#: per octave (≈ 9 % apart) to 65,536.
+BATCH_GRID: tuple[int, ...] = tuple(sorted({*range(1, 17),
+                                            *(round(2 ** (k / 8)) for k in range(33, 129))}))
 
 
 @dataclass
@@ -99,6 +126,12 @@ def graph_workload(workload: Workload) -> Workload:
     return lw
 
 
+#: Learned answers on :data:`BATCH_GRID`: per predictor (held weakly: a saved predictor loaded
+#: for one request goes with it), by (target, request with the batch aside, device, threads).
+_GRID_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GRID_INDEX = {b: i for i, b in enumerate(BATCH_GRID)}
+
+
 class _Request:
     """What one routing needs, built lazily: the graph's summary and PyG data, the simulation,
     one-record feature sets."""
@@ -114,8 +147,11 @@ class _Request:
         self._data = None
         self._plan: list | None = None
         self._memsim: list[float | None] = []
+        self._cost = None
         self.threads: int | None = None
         self.memsim_notes: list[str] = []
+        #: the predictor that answered each learned target and whether it read the simulation
+        self.answered_by: dict[str, tuple[Any, bool]] = {}
 
     def data(self):
         if self._data is None:
@@ -180,8 +216,10 @@ class _Request:
                 self._plan = [None]
         return self._plan[0]
 
-    def record(self, with_memsim: bool, need_graph: bool = True, need_plan: bool = False):
-        """A one-record :class:`~perfcast.features.records.FeatureSet` of the request."""
+    def record(self, with_memsim: bool, need_graph: bool = True, need_plan: bool = False,
+               batches: list[int] | None = None):
+        """A one-record :class:`~perfcast.features.records.FeatureSet` of the request — or, with
+        ``batches`` (no simulation), one record per batch of the same request."""
         import numpy as np
         import pandas as pd
 
@@ -189,22 +227,77 @@ class _Request:
 
         mem = self.memsim() if with_memsim else None
         w = self.w
-        st = static_features(self.summary, w, mem)
+        ws = [w] if batches is None else [w.replace(batch_size=int(b)) for b in batches]
+        st = np.stack([static_features(self.summary, x, mem) for x in ws])
         rows = pd.DataFrame([{"model": w.spec, "family": "", "device": self.device.key,
                               "mode": w.mode, "precision": w.precision,
-                              "batch_size": w.batch_size, "optimizer": w.train_optimizer,
-                              "threads": self.threads}])
-        return FeatureSet(rows=rows, static=st[None, :], graph_index=np.zeros(1, np.int64),
+                              "batch_size": x.batch_size, "optimizer": w.train_optimizer,
+                              "threads": self.threads} for x in ws])
+        n = len(ws)
+        return FeatureSet(rows=rows, static=st, graph_index=np.zeros(n, np.int64),
                           graphs=[self.data() if need_graph else None],
-                          y=np.full((1, len(TARGETS)), np.nan), summaries=[self.summary],
+                          y=np.full((n, len(TARGETS)), np.nan), summaries=[self.summary],
                           plans=[self.plan()] if need_plan else [])
+
+    def cost(self):
+        """The graph's :class:`~perfcast.predictors.roofline.GraphCost` (the bounds read it)."""
+        if self._cost is None:
+            from perfcast.predictors.roofline import GraphCost
+
+            self._cost = GraphCost.of(self.data(), self.summary)
+        return self._cost
+
+    def time_floor(self) -> float | None:
+        """The request's physical time lower bound (ms), ``None`` when unknown."""
+        import math
+
+        from perfcast.predictors.roofline import time_lower_bound_ms
+
+        try:
+            v = time_lower_bound_ms(self.cost(), int(self.w.batch_size), self.w.mode,
+                                    self.w.precision, self.device,
+                                    optimizer=self.w.train_optimizer, threads=self.threads)
+        except PerfcastError:
+            return None
+        return v if math.isfinite(v) and v > 0 else None
+
+    def grid(self, pred, target: str):
+        """``(batches, values)``: ``pred``'s answers for this request at every
+        :data:`BATCH_GRID` batch (NaN where it gives none), cached per process by predictor,
+        request (batch aside), device and threads."""
+        import numpy as np
+
+        batches = np.asarray(BATCH_GRID, dtype=np.float64)
+        mine = _GRID_CACHE.setdefault(pred, {})
+        key = (target, self.w.replace(batch_size=1), self.device.key, self.threads)
+        try:
+            hit = mine.get(key)
+        except TypeError:  # an unhashable in-process module
+            key, hit = None, None
+        if hit is not None:
+            return batches, hit
+        rec = self.record(False, pred.uses_graphs, pred.uses_plans, batches=list(BATCH_GRID))
+        with np.errstate(all="ignore"):  # a model that cannot scale the batch overflows: NaN
+            v = np.asarray(pred.predict(rec)[:, pred.targets_.index(target)], dtype=np.float64)
+            v = np.where(np.isfinite(v) & (v > 0), v, np.nan)
+        if key is not None:
+            if len(mine) >= 512:
+                mine.pop(next(iter(mine)))
+            mine[key] = v
+        return batches, v
 
     def run(self, pred, with_memsim: bool, target: str) -> float | None:
         import numpy as np
 
+        self.answered_by[target] = (pred, with_memsim)
         rec = self.record(with_memsim, pred.uses_graphs, pred.uses_plans)
-        values = pred.predict(rec)
-        v = float(values[0, pred.targets_.index(target)])
+        if target == "time_ms" and not with_memsim and getattr(pred, "learns", True) \
+                and self.w.batch_size in _GRID_INDEX:
+            # the batch grid the bounds read anyway holds this answer (same records, one call)
+            v = float(self.grid(pred, target)[1][_GRID_INDEX[self.w.batch_size]])
+        else:
+            with np.errstate(all="ignore"):  # non-finite answers are dropped below
+                v = float(pred.predict(rec)[0, pred.targets_.index(target)])
         if hasattr(pred, "out_of_range"):  # a physics-based model says when it extrapolates
             why = pred.out_of_range(rec)[0]
             if why:
@@ -250,9 +343,12 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
         else:
             _shipped_or_fallback(ans, req, None if user_pred is not None else predictor,
                                  overhead, overhead_src)
-        if target == "memory_mb" and ans.value is not None and device.is_gpu \
-                and ans.source != "simulation":
-            _memory_lower_bound(ans, req, overhead)
+        if target == "time_ms" and ans.value is not None:
+            _time_bounds(ans, req)
+        if target == "memory_mb" and ans.value is not None:
+            if ans.source != "simulation":
+                _memory_lower_bound(ans, req, overhead)
+            _memory_weights_bound(ans, req)
         # this target's notes; why the simulation could not run belongs to memory, whenever
         # the simulation was first asked for
         ans.notes.extend(n for n in notes[start:] if n not in req.memsim_notes)
@@ -315,18 +411,31 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
                (e["device"], e["mode"], e["precision"]) == (dev.key, w.mode, w.precision)
                and target in e["targets"]]
         entry = alt[0] if alt else None
+    no_answer = None
     if entry is not None and name != "roofline":
         pred = shipped.load_entry(entry)
         ans.value = req.run(pred, bool(entry.get("memsim")), target)
         ans.source, ans.predictor, ans.trained_on = "learned", pred.name, pred.trained_on_
-    elif target == "time_ms":
+        if not name and (ans.value is None or _gaps(req, pred, entry, target)):
+            _next_shipped(ans, req, entry)
+        if ans.value is not None:
+            return
+        no_answer = ans.predictor
+        ans.source, ans.predictor, ans.trained_on = "none", None, None
+        notes.append(f"{target}: the shipped {no_answer} model gives no finite answer for {desc}, "
+                     f"batch {w.batch_size:,} (nor does another shipped model)")
+    if target == "time_ms":
         from perfcast.predictors import create_predictor
 
         rf = create_predictor("roofline")
         rf.fit(req.record(False), targets=["time_ms"])
         ans.value = req.run(rf, False, target)
         ans.source, ans.predictor = "roofline", "roofline"
-        if name != "roofline":
+        if no_answer:
+            notes.append("time_ms: roofline estimate instead (Σ max(FLOPs/peak, bytes/bandwidth) "
+                         "+ launch overhead; an optimistic bound, typically far below measured "
+                         "time)")
+        elif name != "roofline":
             notes.append(f"time_ms: no labeled data for {desc} — roofline estimate "
                          f"(Σ max(FLOPs/peak, bytes/bandwidth) + launch overhead; "
                          f"an optimistic bound, typically far below measured time)")
@@ -338,7 +447,8 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
         if value is not None:
             ans.value, ans.source, ans.predictor = value + overhead, "simulation", "simulation"
             notes.append(
-                f"memory_mb: no learned memory model for {desc} — tensor-memory simulation "
+                f"memory_mb: {'no finite learned answer' if no_answer else 'no learned memory model'}"
+                f" for {desc} — tensor-memory simulation "
                 f"(live tensors)"
                 + (f" + {overhead:,.0f} MiB runtime overhead (CUDA context, library "
                    f"workspaces, allocator caching; {overhead_src})" if dev.is_gpu else ""))
@@ -349,17 +459,185 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
                      f"no energy model")
 
 
+def _gaps(req: _Request, pred, entry: dict, target: str) -> bool:
+    """Whether a learned time model gives no finite answer at some batch of
+    :data:`BATCH_GRID` (e.g. one trained on a single batch size that cannot scale a standardised
+    feature): it then answers no batch, so that one model answers the whole batch range."""
+    import numpy as np
+
+    if target != "time_ms" or entry.get("memsim"):
+        return False
+    return bool(np.isnan(req.grid(pred, target)[1]).any())
+
+
+def _next_shipped(ans: Answer, req: _Request, tried: dict) -> None:
+    """The default shipped model gave no finite answer for this batch, or none for some batch
+    (:func:`_gaps`): the next one listed for the same (device, mode, precision) that answers
+    every batch does, with a note. When none does, a finite answer of the first stays."""
+    from perfcast.training import shipped
+
+    dev, w, target = req.device, req.w, ans.target
+    first = req.answered_by.get(target)
+    for e in shipped.manifest():
+        if e is tried or e.get("id") == tried.get("id") or target not in e["targets"] \
+                or (e["device"], e["mode"], e["precision"]) != (dev.key, w.mode, w.precision):
+            continue
+        if e.get("memsim") and req.memsim() is None:
+            continue
+        pred = shipped.load_entry(e)
+        value = req.run(pred, bool(e.get("memsim")), target)
+        if value is not None and not _gaps(req, pred, e, target):
+            req.notes.append(f"{target}: the shipped {ans.predictor} model gives no finite answer "
+                             f"for batch {w.batch_size:,}" if ans.value is None else
+                             f"{target}: the shipped {ans.predictor} model gives no finite answer "
+                             f"for some batch sizes (it cannot scale the batch)")
+            req.notes[-1] += f"; the {pred.name} model answered"
+            ans.value, ans.predictor, ans.trained_on = value, pred.name, pred.trained_on_
+            return
+    if first is not None:
+        req.answered_by[target] = first
+
+
+def _time_bounds(ans: Answer, req: _Request) -> None:
+    """Step 4 for time: keep the answer physically possible (see the module docstring).
+
+    A learned model (not one reading the memory simulation, which is per batch) is read on
+    :data:`BATCH_GRID`; with ``L`` its answers:
+
+    * **monotone** — the answer at batch ``b`` is at least ``max L(g)`` over grid batches
+      ``g < b``: a batch of ``b`` samples does all the work of one of ``g``. Grid points are
+      every batch to 16, then ≈ 9 % apart, so between two batches only the model's own
+      variation within one grid step remains (its noise);
+    * **flat tail** — a tree model is constant past its last split (for the shipped ones: where
+      the batch's FLOPs exceed the largest measured model's), so its per-sample time would
+      fall as 1/b for ever. Past the grid batch ``B`` where ``L`` turns constant the answer is
+      at least ``L(B)·(b/B)^s``, ``s`` the steepest log-time / log-batch slope of the two
+      octaves below ``B`` (clipped to [0, 1]). From the launch-bound regime (slope ≈ 0) to the
+      saturated one (slope 1) that slope only grows with the batch, so continuing the last
+      measured one is the lowest scaling consistent with the model's own data (``s = 1``:
+      linear once the device is saturated);
+    * **physical floor** — every answer (learned, user or roofline) is at least
+      :meth:`_Request.time_floor`. It grows linearly with the batch, so the three together
+      never decrease with the batch.
+    """
+    import math
+
+    import numpy as np
+
+    w, notes, b = req.w, req.notes, int(req.w.batch_size)
+    v = float(ans.value)
+    used = req.answered_by.get(ans.target)
+    if ans.learned and used is not None and not used[1]:
+        pred = used[0]
+        batches, L = req.grid(pred, ans.target)
+        below = (batches < b) & np.isfinite(L)
+        if below.any():
+            i = int(np.nanargmax(np.where(below, L, np.nan)))
+            if L[i] > v:
+                notes.append(f"time_ms: the {ans.predictor} model answers {v:,.4g} ms for batch "
+                             f"{b:,} but {L[i]:,.4g} ms for the smaller batch {int(batches[i]):,} — "
+                             f"raised to it (a bigger batch does all the work of a smaller one)")
+                v = float(L[i])
+                ans.bounds.append(TIME_MONOTONE)
+        tail = _flat_tail(batches, L)
+        if tail is not None and b > tail[0]:
+            B, LB, slope = tail
+            x = LB * (b / B) ** slope
+            if x > v * (1 + 1e-9):
+                notes.append(f"time_ms: the {ans.predictor} model is flat from batch {int(B):,} "
+                             f"(past its training data) — extrapolated as {LB:,.4g} ms × "
+                             f"({b:,}/{int(B):,})^{slope:.2f}, the slope of its last trained "
+                             f"octaves: {x:,.4g} ms")
+                v = x
+                ans.bounds.append(TIME_BATCH_SCALING)
+    floor = req.time_floor()
+    if floor is not None and floor > v and math.isfinite(floor):
+        notes.append(f"time_ms: {v:,.4g} ms is below what {req.device.key} can physically do "
+                     f"for {w.mode} at batch {b:,} ({w.precision}): ≥ {floor:,.4g} ms (FLOPs ÷ "
+                     f"the fastest peak, parameter bytes ÷ bandwidth, one launch per kernel) — "
+                     f"raised to that lower bound")
+        v = floor
+        ans.bounds.append(TIME_LOWER_BOUND)
+    ans.value = v
+
+
+def _flat_tail(batches, L) -> tuple[float, float, float] | None:
+    """``(B, L(B), slope)`` when the grid answers ``L`` are constant from grid batch ``B`` to
+    the end of the grid (and vary before it), else ``None``; ``slope`` is the steepest
+    log-log slope of the two octaves below ``B``, clipped to [0, 1] (0 without octaves)."""
+    import numpy as np
+
+    n = len(L)
+    if n < 2 or not np.isfinite(L[-1]):
+        return None
+    last = float(L[-1])
+    j = n - 1
+    while j > 0 and np.isfinite(L[j - 1]) and abs(L[j - 1] - last) <= 1e-9 * last:
+        j -= 1
+    if j >= n - 1:
+        return None
+    B = float(batches[j])
+    ok = np.isfinite(L)
+    lb, ll = np.log(batches[ok]), np.log(L[ok])
+    slopes = []
+    for hi in (B, B / 2):
+        lo = hi / 2
+        if lo >= batches[0]:
+            slopes.append((np.interp(np.log(hi), lb, ll) - np.interp(np.log(lo), lb, ll))
+                          / np.log(2.0))
+    slope = float(np.clip(max(slopes, default=0.0), 0.0, 1.0))
+    return B, last, slope
+
+
 def _memory_lower_bound(ans: Answer, req: _Request, overhead: float) -> None:
-    """Step 4: learned GPU memory includes the runtime; the simulated tensors + overhead are a
-    lower bound (held in 91.5 % of 3,802 GPUMemNet runs) that, unlike a tree model,
-    extrapolates to batches beyond the training data."""
+    """Step 4: a learned memory answer below the simulated tensors is raised to them. On a GPU
+    the learned memory includes the runtime: the simulated tensors + overhead are a lower bound
+    (held in 91.5 % of 3,802 GPUMemNet runs) that, unlike a tree model, extrapolates to batches
+    beyond the training data. On a CPU the measurements record the live tensors, which the
+    simulation reproduces exactly (reports/memory_validation.md): the tensors alone."""
     sim = req.memsim()
-    if sim is not None and sim + overhead > ans.value:
-        ans.value = sim + overhead
+    gpu = req.device.is_gpu
+    floor = sim + overhead if sim is not None and gpu else sim
+    if floor is not None and floor > ans.value:
+        ans.value = floor
         ans.bounds.append(MEMORY_LOWER_BOUND)
         req.notes.append("memory_mb: the learned model's answer was below the simulated tensors "
-                         "+ runtime overhead (a lower bound; the model does not extrapolate past "
-                         "its training data) — raised to it")
+                         + ("+ runtime overhead (a lower bound; " if gpu else
+                            "(what the CPU measurements record; ")
+                         + "the model does not extrapolate past its training data) — raised to it")
+
+
+def memory_floor_mb(summary, workload: Workload) -> float:
+    """The least memory (MiB) a run of ``workload`` holds: its weights (+ a gradient and the
+    optimizer's states per parameter in training) and its input batch — all alive at once.
+    Bytes per element: 2 for fp16 / bf16 (weights, states and inputs), else 4 (amp keeps fp32
+    weights; token ids are counted at 4 bytes, the least an id takes)."""
+    from perfcast.predictors.roofline import DEFAULT_OPTIMIZER, OPTIMIZER_STATES
+
+    half = workload.precision in ("fp16", "bf16")
+    e = 2.0 if half else 4.0
+    total = float(summary.param_bytes) * (0.5 if half else 1.0)
+    if workload.mode == "train":
+        opt = workload.train_optimizer
+        states = OPTIMIZER_STATES.get(opt if opt in OPTIMIZER_STATES else DEFAULT_OPTIMIZER, 1)
+        total += float(summary.params) * e * (1 + states)
+    k = float(workload.batch_size or 1) / max(1, summary.batch)
+    total += float(summary.input_elements) * k * e
+    return total / 2**20
+
+
+def _memory_weights_bound(ans: Answer, req: _Request) -> None:
+    """Step 4: no memory answer below :func:`memory_floor_mb` (weights, gradients, optimizer
+    state and inputs of the request)."""
+    floor = memory_floor_mb(req.summary, req.w)
+    if floor > ans.value:
+        what = "weights + gradients + optimizer state + inputs" if req.w.mode == "train" \
+            else "weights + inputs"
+        req.notes.append(f"memory_mb: {ans.value:,.1f} MiB is below the {what} of batch "
+                         f"{req.w.batch_size:,} ({floor:,.1f} MiB, all held at once) — raised "
+                         f"to that lower bound")
+        ans.value = floor
+        ans.bounds.append(MEMORY_WEIGHTS_BOUND)
 
 
 def _domain_note(answers: dict[str, Answer], workload: Workload, notes: list[str],
@@ -399,13 +677,19 @@ def looks_like_path(text: str) -> bool:
 
 
 __all__ = [
+    "BATCH_GRID",
     "MEMORY_LOWER_BOUND",
+    "MEMORY_WEIGHTS_BOUND",
     "SOURCES",
+    "TIME_BATCH_SCALING",
+    "TIME_LOWER_BOUND",
+    "TIME_MONOTONE",
     "Answer",
     "Route",
     "check_predictor_name",
     "graph_workload",
     "looks_like_path",
+    "memory_floor_mb",
     "route",
     "shipped_precision",
     "simulation_applies",

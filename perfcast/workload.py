@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfcast.errors import ModelSpecError, PerfcastError
+from perfcast.errors import ModelSpecError, PerfcastError, unknown_choice
 
 #: ``infer``: one forward pass (no grad); ``train``: forward + loss + backward + optimizer step.
 MODES = ("infer", "train")
@@ -213,7 +213,7 @@ def _positive(name: str, value: Any, unit: str = "") -> None:
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise PerfcastError(f"unknown {name} {value!r} (use {', '.join(allowed)})")
+        raise unknown_choice(name, value, allowed)
 
 
 # --------------------------------------------------------------------------- the workload
@@ -336,9 +336,9 @@ class Workload:
                 raise PerfcastError(f"{label} is a text model: it takes --seq-len (tokens), not "
                                     f"--input-size")
         elif kind == "file":
-            if self.input_size is not None or self.seq_len is not None:
-                raise PerfcastError(f"{label}: an ONNX file fixes its input shapes; only "
-                                    f"--batch-size binds a symbolic batch dimension")
+            if self.input_size is not None and self.seq_len is not None:
+                raise PerfcastError(f"{label}: give --input-size or --seq-len, not both (each "
+                                    f"binds the ONNX file's symbolic input dimensions)")
         elif self.seq_len is not None:  # tensor: any per-sample shape, no sequence length
             raise PerfcastError(f"{label} takes --input-size (its per-sample input shape), not "
                                 f"--seq-len")
@@ -393,6 +393,19 @@ class Workload:
                "optimizer": self.run_optimizer, "format": GRAPH_FORMAT_VERSION,
                "versions": _versions(), "file": self.model.file_id()}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+    def file_stem(self) -> str:
+        """A file name for this workload's outputs: ``timm-resnet50_infer_fp32_b8`` (the spec's
+        name part without folders or punctuation, then mode, precision, batch)."""
+        import re
+
+        text = self.model.text.rstrip("/\\")
+        name = text.split(":", 1)[-1] if self.model.kind != "onnx" else text
+        name = re.split(r"[/\\]", name)[-1].removesuffix(".onnx").removesuffix(".json")
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.model.kind}-{name}").strip("-.")
+        parts = [name or "model", self.mode, self.precision or "auto",
+                 f"b{self.batch_size}" if self.batch_size else None]
+        return "_".join(p for p in parts if p)
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-able dict (``model`` is the spec text; ``input_size`` a list or None)."""

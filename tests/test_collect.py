@@ -12,7 +12,7 @@ import pytest
 from perfcast.cli import main
 from perfcast.errors import PerfcastError
 from perfcast.profiler.collect import CollectSettings, Sweep, collect, load_spec
-from perfcast.store import Measurement, MeasureConfig, MeasurementStore
+from perfcast.store import MeasureConfig, Measurement, MeasurementStore
 
 TINY = "tests.models_for_tests:tiny_cnn"
 
@@ -129,7 +129,7 @@ def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     # a background job inherits an ignored SIGINT; give the child the normal Ctrl-C behaviour
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     deadline = time.time() + 240
     while time.time() < deadline:
         time.sleep(0.3)
@@ -138,9 +138,10 @@ def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     proc.send_signal(sig)
     proc.wait(timeout=60)
     assert proc.returncode == 130, proc.stderr.read().decode()[-500:]
+    assert not (tmp_path / "m.db.lock").exists()  # the collector lock was released
     partial = _db_rows(db)
     assert 2 <= len(partial) < 8 and all(r[1] == "ok" for r in partial)
-    r = subprocess.run(args, capture_output=True, text=True, timeout=600,
+    r = subprocess.run(args, check=False, capture_output=True, text=True, timeout=600,
                        env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr[-500:]
     rows = _db_rows(db)

@@ -26,6 +26,8 @@ GPU_KEYS = [
     "titan-rtx", "titan-xp",
     # the GPUs of NeuSight's data (issue #13)
     "p4", "p100-16gb-pcie", "v100-32gb-pcie", "mi100", "mi210", "mi250",
+    # the accelerators of the LLM serving data and Vidur / Zeus (issues #14, #15)
+    "a40", "mi300x", "max1550",
 ]
 REQUIRED_KEYS = [*GPU_KEYS, "i9-10940x", "i7-12700h"]
 
@@ -253,15 +255,17 @@ def test_gpu_generation_fields(key):
     d = get_device(key)
     if d.vendor == "NVIDIA":
         assert re.fullmatch(r"\d\.\d", d.compute_capability)
-    else:
-        assert d.vendor == "AMD" and re.fullmatch(r"gfx9[0-9a-f]{2}", d.compute_capability)
-    assert 2016 <= d.arch_year <= 2022
+    elif d.vendor == "AMD":
+        assert re.fullmatch(r"gfx9[0-9a-f]{2}", d.compute_capability)
+    else:  # Intel publishes no compute capability / gfx-like target
+        assert d.vendor == "Intel" and d.compute_capability is None
+    assert 2016 <= d.arch_year <= 2023
     assert d.fp32_cores_per_sm in (64, 128)
     assert 1000 <= d.boost_clock_mhz <= 2600
     # the FP32 peak is SMs x cores/SM x 2 (FMA) x boost clock: the numbers hang together
     peak = d.sm_count * d.fp32_cores_per_sm * 2 * d.boost_clock_mhz / 1e6
     assert peak == pytest.approx(d.peak_fp32_tflops, rel=0.03), key
-    assert "compute capability" in d.source or "gfx target" in d.source
+    assert "compute capability" in d.source or "gfx target" in d.source or d.vendor == "Intel"
 
 
 def test_generations_order_and_precisions():

@@ -237,8 +237,11 @@ def test_unknown_id_offline_fails_fast_with_one_line(monkeypatch):
     assert "\n" not in msg
     assert "some-org/not-a-shipped-model" in msg
     assert "HF_HUB_OFFLINE" in msg
-    assert "meta-llama/Llama-2-7b-hf" in msg and "bert-base-uncased" in msg
+    assert "configs ship with perfcast" in msg and "bert-base-uncased" in msg
     assert "config.json" in msg
+    assert len(msg) < 500  # a line, not the list of every shipped id
+    with pytest.raises(ModelSpecError, match="did you mean meta-llama/Llama-2-7b-hf"):
+        resolve_hf_config("meta-llama/Llama-2-7b")  # a near miss gets its suggestion
 
 
 def test_shipped_id_never_touches_hub(monkeypatch):

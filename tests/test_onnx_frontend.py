@@ -457,3 +457,51 @@ def test_qdq_weight_is_linear(tmp_path: Path) -> None:
     dq, mm = g.nodes
     assert dq.op == "cast" and mm.op == "linear" and mm.macs == 2 * 5 * 8 * 16
     assert dq.params == 1 and mm.params == 0  # int8 weights are not float parameters
+
+
+# ------------------------------------------------------------------ symbolic input dimensions
+def _conv_model(tmp_path: Path, shape, name: str) -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+        [helper.make_tensor_value_info("x", F32, shape)],
+        [helper.make_tensor_value_info("y", F32, None)], [_init("w", (8, 3, 3, 3))])
+    return _save(graph, tmp_path / name)
+
+
+def test_symbolic_dims_need_and_take_input_size(tmp_path: Path) -> None:
+    sym = _conv_model(tmp_path, ["N", "C", "H", "W"], "sym.onnx")
+    with pytest.raises(ModelSpecError, match=r"symbolic input dimensions \(x: 1×C×H×W\) — "
+                                             r"give --input-size D,D,D"):
+        graph_from_onnx(sym)  # would be a graph of 0 FLOPs
+    g = graph_from_onnx(sym, batch_size=2, input_size=(3, 32, 32))
+    assert g.meta.input_shapes == [(2, 3, 32, 32)]
+    assert sum(n.macs for n in g.nodes) == 2 * 8 * 32 * 32 * (3 * 3 * 3)  # N·K·H·W·(C·R·S)
+    hw = _conv_model(tmp_path, ["N", 3, "H", "W"], "hw.onnx")
+    assert graph_from_onnx(hw, input_size=(3, 16, 16)).meta.input_shapes == [(1, 3, 16, 16)]
+    with pytest.raises(ModelSpecError, match="disagrees with its fixed dimension 3"):
+        graph_from_onnx(hw, input_size=(4, 16, 16))
+    with pytest.raises(ModelSpecError, match="has 3 per-sample dimensions"):
+        graph_from_onnx(hw, input_size=(16, 16))
+
+
+def test_symbolic_dims_fixed_model_refuses_sizes(tmp_path: Path) -> None:
+    fixed = _conv_model(tmp_path, [1, 3, 8, 8], "fixed.onnx")
+    assert graph_from_onnx(fixed).meta.input_shapes == [(1, 3, 8, 8)]
+    for kw in ({"input_size": (3, 16, 16)}, {"seq_len": 5}):
+        with pytest.raises(ModelSpecError, match="fixed shapes .* does not apply"):
+            graph_from_onnx(fixed, **kw)
+
+
+def test_symbolic_dims_seq_len_binds_token_inputs(tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["emb", "ids"], ["e"]),
+         helper.make_node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT)], "tok",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("e", F32, None),
+         helper.make_tensor_value_info("m", F32, None)], [_init("emb", (100, 16))])
+    path = _save(graph, tmp_path / "tok.onnx")
+    with pytest.raises(ModelSpecError, match="give --seq-len N"):
+        graph_from_onnx(path)
+    g = graph_from_onnx(path, batch_size=4, seq_len=12)
+    assert g.meta.input_shapes == [(4, 12), (4, 12)]

@@ -39,12 +39,15 @@ def test_refuses_what_does_not_apply(model, kw, needle):
     assert info.value.exit_code == 2 and "\n" not in str(info.value)
 
 
-def test_onnx_file_fixes_its_shapes(tmp_path):
+def test_onnx_file_sizes_bind_symbolic_dims_only(tmp_path):
+    # the file decides (tests/test_onnx_frontend.py::test_symbolic_dims_*): --input-size or
+    # --seq-len bind its symbolic dimensions, never both at once
     f = tmp_path / "m.onnx"
     f.write_bytes(b"")
     assert Workload.of(str(f), batch_size=4).model.kind == "onnx"
-    with pytest.raises(PerfcastError, match="fixes its input shapes"):
-        Workload.of(str(f), input_size="3,32,32")
+    assert Workload.of(str(f), input_size="3,32,32").input_size == (3, 32, 32)
+    with pytest.raises(PerfcastError, match="not both"):
+        Workload.of(str(f), input_size="3,32,32", seq_len=8)
 
 
 def test_any_shape_for_callables_and_defaults():

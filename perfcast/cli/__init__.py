@@ -42,7 +42,19 @@ def version():
     out.print(__version__)
 
 
+_MAIN_PID: int | None = None
+
+
 def _terminate(signum, frame):
+    """SIGTERM in the CLI's own process: clean up like Ctrl-C. A forked child (a process
+    pool worker, the overlapped memory simulation) inherits the handler: there it restores
+    the default action and re-sends the signal — the child ends quietly, no traceback."""
+    import signal
+
+    if os.getpid() != _MAIN_PID:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise KeyboardInterrupt
 
 
@@ -51,9 +63,20 @@ def _notes_to_stderr() -> None:
     one-line ``note:`` messages on stderr."""
     import logging
 
+    class _CurrentStderr(logging.StreamHandler):
+        """Writes to ``sys.stderr`` as it is at each message (not as it was at set-up)."""
+
+        @property
+        def stream(self):
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, value) -> None:
+            pass
+
     log = logging.getLogger("perfcast")
     if not any(getattr(h, "_perfcast_cli", False) for h in log.handlers):
-        h = logging.StreamHandler(sys.stderr)
+        h = _CurrentStderr()
         h.setFormatter(logging.Formatter("note: %(message)s"))
         h._perfcast_cli = True
         log.addHandler(h)
@@ -65,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, documented exit codes."""
     import signal
 
+    global _MAIN_PID
     try:
+        _MAIN_PID = os.getpid()
         signal.signal(signal.SIGTERM, _terminate)  # `kill` cleans up like Ctrl-C
     except ValueError:  # not the main thread
         pass

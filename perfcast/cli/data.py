@@ -35,7 +35,8 @@ from perfcast.cli._common import (
     print_summary,
     split_list,
 )
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
+from perfcast.paths import check_output_dir, check_output_file
 from perfcast.workload import DEFAULT_OPTIMIZER, MODES
 
 app = typer.Typer()
@@ -61,6 +62,9 @@ def inspect(
 
     w = Workload.of(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                     mode=mode, precision=precision, optimizer=optimizer)
+    if save:  # checked before the graph is built; a directory gets <dir>/<model>.npz
+        save = check_output_file(save, suffixes=(".npz",), option="--save",
+                                 default_name=f"{w.file_stem()}.npz")
     graph = get_graph(w, use_cache=not no_cache)
     if save:
         graph.save(save)
@@ -129,14 +133,21 @@ def collect(
         "--retry-failed", help="Re-measure failed rows.")] = False,
     export: Annotated[str | None, typer.Option(
         "--export", help="Afterwards write all rows to .parquet/.csv.")] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="If another collector holds the store, wait until it finishes (checking "
+                       "every $PERFCAST_LOCK_POLL s, default 5) instead of exiting with "
+                       "code 2.")] = False,
     as_json: Json = False,
 ):
-    """Measure latency / step time, memory and energy on this machine into a resumable store."""
+    """Measure latency / step time, memory and energy on this machine into a resumable store
+    (one collector per store and machine: a lock is held for the whole collection)."""
     from perfcast.devices import get_device
     from perfcast.profiler.collect import CollectSettings, Sweep, load_spec
     from perfcast.profiler.collect import collect as run_collect
     from perfcast.store import MeasurementStore
 
+    if export:  # before anything is measured
+        export = str(check_output_file(export, suffixes=(".parquet", ".csv"), option="--export"))
     options: dict = {}
     if spec:
         sweeps, options = load_spec(spec)
@@ -163,18 +174,21 @@ def collect(
         max_seconds=max_seconds if max_seconds is not None else options.get("max_seconds"),
         torch_device="cuda" if get_device(device).kind == "gpu" else "cpu")
     configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
+    settings.validate()
     store = MeasurementStore(db)
-    with StageProgress(hidden=as_json) as prog:
+    # the lock before the progress bar: its refusal or waiting note is not drawn over
+    with store.collector_lock().acquire(wait=wait) as lock, \
+            StageProgress(hidden=as_json) as prog:
         prog.start("measuring")
 
         def on_progress(i, n, cfg, m):
             prog.update("measuring", i, n, f"{cfg.model} b{cfg.batch_size} {cfg.mode}"
                         + (f" → {m.status}" if m is not None else ""))
 
-        counts = run_collect(store, configs, settings, progress=on_progress)
+        counts = run_collect(store, configs, settings, progress=on_progress, lock=lock)
     if export:
         store.export(export)
-    print_summary({"db": db, "configs": len(configs), **counts,
+    print_summary({"db": store.target, "configs": len(configs), **counts,  # password masked
                    "rows_in_store": store.count()}, as_json)
 
 
@@ -201,10 +215,11 @@ def corpus(
     from perfcast.store.corpus import build_corpus, plan
 
     check_workers(workers)
+    check_output_dir(out_dir, option="--out")
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
     for m in mode_list:
         if m not in MODES:
-            raise PerfcastError(f"unknown mode {m!r}: use {' or '.join(MODES)}")
+            raise unknown_choice("mode", m, MODES)
     sizes, batches = split_list(input_sizes, int), split_list(batch_sizes, int)
     if any(v <= 0 for v in sizes + batches):
         raise PerfcastError("input sizes and batch sizes must be positive")

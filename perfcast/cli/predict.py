@@ -34,6 +34,8 @@ from perfcast.cli._common import (
     print_notes,
     val,
 )
+from perfcast.errors import PerfcastError
+from perfcast.paths import check_output_file
 from perfcast.workload import DEFAULT_OPTIMIZER
 
 app = typer.Typer()
@@ -60,13 +62,37 @@ def predict(
     threads: Annotated[int | None, typer.Option(
         "--threads", help="CPU threads the model runs with (CPU devices; default: this "
                           "machine's cores).")] = None,
+    input_len: Annotated[int | None, typer.Option(
+        "--input-len", help="--mode generate: prompt tokens per request.")] = None,
+    output_len: Annotated[int | None, typer.Option(
+        "--output-len", help="--mode generate: generated tokens per request.")] = None,
+    framework: Annotated[str, typer.Option(
+        "--framework", help="--mode generate: serving engine — vllm, trt-llm, llama.cpp, "
+                            "deepspeed-mii or hf.")] = "vllm",
+    tensor_parallel: Annotated[int, typer.Option(
+        "--tensor-parallel", help="--mode generate: devices sharing the model (tensor "
+                                  "parallelism).")] = 1,
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
     """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
-    device. Devices without labeled data fall back to the roofline and the memory simulation."""
+    device. Devices without labeled data fall back to the roofline and the memory simulation.
+    `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
+    output token, tokens/s, memory per device (weights + KV cache), energy per token."""
     from perfcast.api import predict as api_predict
 
+    if mode == "generate":
+        _predict_generation(model, device, batch_size, input_len, output_len, framework,
+                            tensor_parallel, precision, as_json,
+                            ignored={"--input-size": input_size, "--seq-len": seq_len,
+                                     "--predictor": predictor, "--threads": threads})
+        return
+    gen_only = {"--input-len": input_len, "--output-len": output_len,
+                "--framework": None if framework == "vllm" else framework,
+                "--tensor-parallel": None if tensor_parallel == 1 else tensor_parallel}
+    given = [k for k, v in gen_only.items() if v is not None]
+    if given:
+        raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
     p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
                     seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
                     predictor=predictor, use_cache=not no_cache, overlap_simulation=True,
@@ -82,6 +108,8 @@ def predict(
     t.add_row("time per batch", val(p.time_ms, "{:,.3f} ms"), p.predictor.get("time_ms", "—"))
     t.add_row("throughput", val(p.throughput_samples_per_s, "{:,.1f} samples/s"), "")
     t.add_row("peak memory", val(p.memory_mb, "{:,.0f} MiB"), p.predictor.get("memory_mb", "—"))
+    t.add_row("fits in memory", "—" if p.fits is None else ("yes" if p.fits else "[red]no[/red]"),
+              val(p.capacity_mb, "of {:,.0f} MiB"))
     t.add_row("energy per batch", val(p.energy_j, "{:,.3f} J"), p.predictor.get("energy_j", "—"))
     t.add_row("mean power", val(p.power_w, "{:,.1f} W"), "")
     out.print(t)
@@ -102,6 +130,47 @@ MigModel = optional_model("--memory-mb")
 CostModel = optional_model("--time-ms")
 MigDevice = Annotated[str, typer.Option(
     "--device", "-d", help="MIG GPU: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200 …")]
+
+
+def _predict_generation(model, device, batch_size, input_len, output_len, framework,
+                        tensor_parallel, precision, as_json, ignored) -> None:
+    """``predict --mode generate``: :func:`perfcast.generation.predict_generation`."""
+    from perfcast.devices import get_device
+    from perfcast.generation import DEFAULTS, GenerationRequest, predict_generation
+
+    bad = [k for k, v in ignored.items() if v is not None]
+    if bad:
+        raise PerfcastError(f"{', '.join(bad)} do not apply to --mode generate (use "
+                            f"--input-len / --output-len)")
+    req = GenerationRequest(model=model, input_len=input_len, output_len=output_len,
+                            batch_size=batch_size or DEFAULTS["batch_size"], framework=framework,
+                            tensor_parallel=tensor_parallel,
+                            precision=precision or DEFAULTS["precision"])
+    req.validate()  # before the device and the model are loaded
+    p = predict_generation(req, get_device(device))
+    if as_json:
+        print_json(p.to_dict())
+        return
+    t = Table(title=f"{p.model} on {p.tensor_parallel}× {p.device} — generate, {p.framework}, "
+                    f"{p.precision}, batch {p.batch_size}, {p.input_len} → {p.output_len} tokens")
+    t.add_column("quantity")
+    t.add_column("prediction", justify="right")
+    t.add_column("predictor")
+    t.add_row("batch latency", val(p.time_ms, "{:,.0f} ms"), p.predictor.get("time_ms", "—"))
+    t.add_row("time to first token", val(p.ttft_ms, "{:,.1f} ms"), "")
+    t.add_row("time per output token", val(p.tpot_ms, "{:,.2f} ms"), "")
+    t.add_row("throughput (in + out)", val(p.throughput_tokens_per_s, "{:,.0f} tokens/s"), "")
+    t.add_row("memory per device", val(p.memory_mb, "{:,.0f} MiB"),
+              p.predictor.get("memory_mb", "—"))
+    t.add_row("  needed", val(p.memory_needed_mb, "{:,.0f} MiB"),
+              ", ".join(f"{k} {v:,.0f}" for k, v in p.memory_breakdown_mb.items()))
+    t.add_row("fits", "—" if p.fits is None else ("yes" if p.fits else "[red]no[/red]"),
+              val(p.capacity_mb, "of {:,.0f} MiB"))
+    t.add_row("energy per batch", val(p.energy_j, "{:,.0f} J"), p.predictor.get("energy_j", "—"))
+    t.add_row("energy per output token", val(p.energy_per_token_j, "{:,.3f} J"), "")
+    t.add_row("mean power per device", val(p.power_w, "{:,.0f} W"), "")
+    out.print(t)
+    print_notes(p.notes)
 
 
 @app.command(rich_help_panel=PANEL_PREDICT)
@@ -173,11 +242,45 @@ def fit(
         "--mig-profile", help="Fit in this MIG slice (e.g. 3g.20gb).")] = None,
     overhead_mb: OverheadMb = None,
     limit: Annotated[int, typer.Option("--limit", help="Largest batch searched.")] = 65536,
+    input_len: Annotated[int | None, typer.Option(
+        "--input-len", help="--mode generate: prompt tokens per request.")] = None,
+    output_len: Annotated[int | None, typer.Option(
+        "--output-len", help="--mode generate: generated tokens per request.")] = None,
+    framework: Annotated[str, typer.Option(
+        "--framework", help="--mode generate: serving engine.")] = "vllm",
+    tensor_parallel: Annotated[int, typer.Option(
+        "--tensor-parallel", help="--mode generate: devices sharing the model.")] = 1,
     as_json: Json = False,
 ):
     """Largest batch whose predicted peak memory (+ margin) fits the device or a MIG slice, with
-    the predicted time and throughput at that batch."""
+    the predicted time and throughput at that batch. `--mode generate` (hf: LLMs): the most
+    concurrent requests of --input-len + --output-len tokens whose weights + KV cache fit."""
     from perfcast.decisions.fit import max_batch_size
+
+    if mode == "generate":
+        from perfcast.devices import get_device
+        from perfcast.generation import DEFAULTS, GenerationRequest, max_generation_batch
+
+        req = GenerationRequest(model=model, input_len=input_len, output_len=output_len,
+                                framework=framework, tensor_parallel=tensor_parallel,
+                                precision=precision or DEFAULTS["precision"])
+        req.validate()
+        b, p = max_generation_batch(req, get_device(device), limit=limit)
+        d = {"model": model, "device": device, "mode": "generate", "max_batch_size": b,
+             "input_len": input_len, "output_len": output_len, "framework": framework,
+             "tensor_parallel": tensor_parallel, "prediction": p.to_dict() if p else None}
+        if as_json:
+            print_json(d)
+            return
+        out.print(f"largest batch that fits: [bold]{b:,}[/bold] requests of {input_len:,} + "
+                  f"{output_len:,} tokens on {tensor_parallel}× {device} ({framework})")
+        if p is not None:
+            out.print(f"memory per device {p.memory_needed_mb:,.0f} MiB needed "
+                      f"({', '.join(f'{k} {v:,.0f}' for k, v in p.memory_breakdown_mb.items())}),"
+                      f" batch latency {p.time_ms:,.0f} ms, "
+                      f"{p.output_tokens_per_s:,.0f} output tokens/s")
+            print_notes(p.notes)
+        return
 
     r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin,
                        mig_profile=mig_profile, overhead_mb=overhead_mb, limit=limit,
@@ -279,6 +382,8 @@ def rank(
     """Rank devices for MODEL by time per batch, cost or energy (with memory fit)."""
     from perfcast.decisions.rank import rank as do_rank
 
+    if plot:  # before any prediction
+        plot = str(check_output_file(plot, suffixes=(".png", ".svg", ".pdf"), option="--plot"))
     r = do_rank(model, devices=devices, objective=objective, batch_size=batch_size, mode=mode,
                 precision=precision, iterations=iterations, provider=provider,
                 **_model_kwargs(input_size, seq_len, optimizer, None))

@@ -25,7 +25,8 @@ from perfcast.cli._common import (
     print_summary,
     split_list,
 )
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
+from perfcast.paths import check_output_dir
 
 app = typer.Typer()
 
@@ -33,7 +34,8 @@ app = typer.Typer()
 @app.command(rich_help_panel=PANEL_RESEARCH)
 def train(
     recipe: Annotated[str | None, typer.Option(
-        "--recipe", help="Train a recipe's models (e.g. default: the shipped predictors).")] = None,
+        "--recipe", help="Train a recipe's models (default: the shipped predictors; llm: the "
+                         "LLM generation models).")] = None,
     init_from: Annotated[str | None, typer.Option(
         "--init-from",
         help="Fine-tune this saved predictor (directory) or shipped model id.")] = None,
@@ -84,12 +86,22 @@ def train(
         out.print(t)
         return
     check_workers(workers)
+    if out_dir:
+        check_output_dir(out_dir, option="--out")
     if epochs is not None and epochs <= 0:
         raise PerfcastError(f"epochs must be positive, got {epochs}")
     if memsim_seed and not recipe:
         raise PerfcastError("--memsim-seed seeds the simulations of --recipe; drop it")
     with StageProgress(hidden=as_json) as prog:
-        if recipe:
+        if recipe == "llm":  # the LLM generation models (perfcast.training.llm)
+            from perfcast.training.llm import train_llm
+
+            prog.start("training LLM models")
+            res = train_llm(out_dir)
+            summary = {"recipe": recipe, "models": len(res["models"]),
+                       "out": ", ".join(m["path"] for m in res["models"].values()),
+                       "seconds": res["seconds"]}
+        elif recipe:
             if init_from or data:
                 raise PerfcastError("--recipe trains from the public data; drop --init-from/--data")
             res = T.train_recipe(recipe, out_dir=out_dir, workers=workers,
@@ -190,7 +202,7 @@ def evaluate(
 
     tsk = get_task(task)
     if split not in SPLITS:
-        raise PerfcastError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
+        raise unknown_choice("split", split, SPLITS)
     check_workers(workers)
     seed_list = split_list(seeds, int)
     names = ([p.strip() for p in predictors.split(",") if p.strip()] if predictors
@@ -199,6 +211,7 @@ def evaluate(
     specs = [(n, hp.get(n, {})) for n in names]
     # one-line errors (unknown predictor / hyper-parameter) before any work
     check_predictors(specs, tsk.targets, explicit=predictors is not None)
+    check_output_dir(out_dir, option="--out")
     with StageProgress(hidden=as_json) as prog:
 
         def on_progress(stage: str, i: int, n: int) -> None:
@@ -270,6 +283,7 @@ def pretrain(
     from perfcast.pretrain import pretrain as run_pretrain
 
     check_workers(workers)
+    check_output_dir(out_dir, option="--out")
     with StageProgress(hidden=as_json) as prog:
         prog.start("reading corpus")
 

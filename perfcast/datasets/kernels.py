@@ -48,7 +48,7 @@ from perfcast.datasets._base import (
     resolve_data_dir,
     with_report,
 )
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.predictors.kernels import CLASS_DIMS, OP_CLASS
 
 OPS_DIR = "neusight/ops"
@@ -78,7 +78,7 @@ UPSTREAM = "sitar-lab/NeuSight (ASPLOS'25 artifact), neusight/ops"
 def kernel_files(split: str = "train", data_dir: str | os.PathLike | None = None) -> list[Path]:
     """The CSV files of a split, sorted."""
     if split not in SPLITS:
-        raise PerfcastError(f"unknown kernel split {split!r} (use {' or '.join(SPLITS)})")
+        raise unknown_choice("kernel split", split, SPLITS)
     root = resolve_data_dir(data_dir) / OPS_DIR / split
     pattern = "*/*.csv" if split == "train" else "*.csv"
     files = sorted(root.glob(pattern))

@@ -19,7 +19,7 @@ from perfcast.decisions.tables import (
     provider_name,
     world_average_known,
 )
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 
 # --------------------------------------------------------------------------------------------
 # estimate
@@ -120,7 +120,7 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     from perfcast.devices import get_device
 
     if mode not in DEFAULT_BATCH:
-        raise PerfcastError(f"unknown mode {mode!r} (use {' or '.join(DEFAULT_BATCH)})")
+        raise unknown_choice("mode", mode, DEFAULT_BATCH)
     dev = get_device(device)
     w = opts = None
     if model is not None:

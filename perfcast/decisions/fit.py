@@ -1,8 +1,11 @@
 """The largest batch that fits: search over batch size with the memory prediction.
 
 The predicate is the one ``perfcast predict`` answers — predicted device memory × (1 + margin)
-≤ usable memory (full GPU or a MIG slice) — so the answer is consistent with ``predict`` by
-construction: batch ``max_batch_size`` fits and ``max_batch_size + 1`` does not. The search
+≤ usable memory (full GPU or a MIG slice; for ``cpu`` this machine's RAM) — so the answer is
+consistent with ``predict`` by construction: batch ``max_batch_size`` fits (its prediction's
+``fits`` is true) and ``max_batch_size + 1`` does not. The predictions it reads are physically
+bounded (:mod:`perfcast.routing`: memory ≥ weights + inputs, ≥ the simulated tensors), so a
+batch whose tensors cannot exist is never answered. The search
 brackets the boundary from a linear fit through two batches (memory is close to affine in the
 batch), then bisects; a learned memory model need not be monotone, the bracket invariant holds
 anyway.
@@ -138,8 +141,10 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
     if hi is None:
         notes.append(f"batch {limit:,} (the search limit) still fits")
     mem_answer = best[1].route.answers["memory_mb"] if best is not None else None
-    if mem_answer is not None and (mem_answer.source == "simulation"
-                                   or MEMORY_LOWER_BOUND in mem_answer.bounds):
+    if mem_answer is not None and dev.is_gpu and (mem_answer.source == "simulation"
+                                                  or MEMORY_LOWER_BOUND in mem_answer.bounds):
+        # the GPU runtime overhead's growth with the batch (a CPU has none: its simulated
+        # tensors are what it measures)
         from perfcast.memory.overhead import runtime_overhead
 
         rec = runtime_overhead()

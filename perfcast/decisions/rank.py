@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 
 OBJECTIVES = ("time", "cost", "energy")
 
@@ -82,8 +82,12 @@ class Ranking:
                      f"blue: learned time, gray: roofline bound, hatched: does not fit",
                      fontsize=9)
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        from perfcast.paths import write_file_atomically
+
+        try:
+            write_file_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120))
+        finally:
+            plt.close(fig)
         return path
 
 
@@ -100,7 +104,7 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
     from perfcast.devices import device_keys, get_device
 
     if objective not in OBJECTIVES:
-        raise PerfcastError(f"unknown objective {objective!r} (use {', '.join(OBJECTIVES)})")
+        raise unknown_choice("objective", objective, OBJECTIVES)
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations <= 0:
         raise PerfcastError(f"iterations must be a positive integer, got {iterations!r}")
     if devices == "all" or devices is None:

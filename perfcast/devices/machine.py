@@ -44,14 +44,10 @@ class MachineProfile:
     def save(self, path) -> None:
         """Write as JSON (atomically: a temporary file renamed into place)."""
         import json
-        import os
-        from pathlib import Path
 
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1))
-        os.replace(tmp, p)
+        from perfcast.paths import write_file_atomically
+
+        write_file_atomically(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def load(cls, path) -> MachineProfile:

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfcast.errors import PerfcastError
-from perfcast.paths import package_data, user_devices_dir
+from perfcast.errors import PerfcastError, unknown_keys
+from perfcast.paths import package_data, user_devices_dir, write_file_atomically
 
 _DATA_FILE = package_data("devices", "devices.json")
 
@@ -213,13 +213,9 @@ class Device:
         names = [f.name for f in dataclasses.fields(cls)]
         key = row.get("key")
         label = f"device '{str(key).strip().lower()}'" if key else "device row"
-        unknown = sorted(set(row) - set(names))
-        if unknown:
-            hints = []
-            for u in unknown:
-                close = difflib.get_close_matches(str(u), names, n=1, cutoff=0.6)
-                hints.append(f"{u} (did you mean {close[0]}?)" if close else str(u))
-            raise PerfcastError(f"{prefix}{label}: unknown field(s) {', '.join(hints)}; the "
+        hints = unknown_keys(row, names)
+        if hints:
+            raise PerfcastError(f"{prefix}{label}: unknown field(s) {hints}; the "
                                 f"fields are those of a devices.json row (perfcast devices --json)")
         if not key:
             raise PerfcastError(f"{prefix}{label}: missing key")
@@ -562,12 +558,9 @@ def add_user_device(path: str | os.PathLike[str], *, replace: bool = False) -> t
             raise PerfcastError(f"{path}: device '{dev.key}' is {what}; pass --replace to "
                                 f"override it, or give the spec another \"key\"")
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{dev.key}.json"
-            tmp = folder / f".{dev.key}.json.tmp"
-            tmp.write_text(json.dumps(_spec_row(dev), indent=2, ensure_ascii=False) + "\n",
-                           encoding="utf-8")
-            os.replace(tmp, target)
+            target = write_file_atomically(
+                folder / f"{dev.key}.json",
+                (json.dumps(_spec_row(dev), indent=2, ensure_ascii=False) + "\n").encode())
             if previous is not None and previous != target and previous.exists():
                 previous.unlink()
         except OSError as exc:

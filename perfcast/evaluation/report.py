@@ -29,15 +29,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 
 UNITS = {"time_ms": "ms", "memory_mb": "MiB", "energy_j": "J"}
 GROUPING_NOTE = (
@@ -53,28 +49,11 @@ GROUPING_NOTE = (
 
 def write_report(res, out: Path, plots: bool = True) -> Path:
     """Write ``res`` (an :class:`~perfcast.evaluation.run.EvalResult`) to ``out`` atomically."""
+    from perfcast.paths import write_dir_atomically
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        res.out_dir = out
-        _write_all(res, tmp, plots)
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.time_ns()}"
-            os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except BaseException:
-            if old is not None and not out.exists():
-                os.replace(old, out)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    res.out_dir = out
+    return write_dir_atomically(out, lambda tmp: _write_all(res, tmp, plots))
 
 
 def _write_all(res, d: Path, plots: bool) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.evaluation.metrics import METRICS, regression_metrics
 from perfcast.evaluation.splits import (
     DEFAULT_SEEDS,
@@ -171,7 +171,7 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
     ``memsim_seed``: see :meth:`~perfcast.evaluation.tasks.Task.load`."""
     t_start = time.perf_counter()
     if split not in SPLITS:
-        raise PerfcastError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
+        raise unknown_choice("split", split, SPLITS)
     seeds = [int(s) for s in seeds] if seeds else list(DEFAULT_SEEDS[split])
     if len(set(seeds)) != len(seeds):
         raise PerfcastError(f"duplicate seeds in {seeds}")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 
 SPLITS: dict[str, str] = {
     "random": "random 70/15/15 % split of the models into train/validation/test (DIPPM §4.3)",
@@ -281,7 +281,7 @@ def make_splits(split: str, groups: np.ndarray, families: np.ndarray, seeds=None
     """All folds of ``split`` for ``seeds`` (default :data:`DEFAULT_SEEDS`); ``devices`` (one per
     record) for ``unseen-device``."""
     if split not in SPLITS:
-        raise PerfcastError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
+        raise unknown_choice("split", split, SPLITS)
     seeds = list(seeds) if seeds else list(DEFAULT_SEEDS[split])
     groups = np.asarray(groups, dtype=np.int64)
     families = np.asarray(families).astype(str)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.features.records import FeatureSet
 
 
@@ -346,7 +346,7 @@ def get_task(name: str | Task) -> Task:
     try:
         return TASKS[str(name)]
     except KeyError:
-        raise PerfcastError(f"unknown task {name!r} (known: {', '.join(TASKS)})") from None
+        raise unknown_choice("task", name, TASKS) from None
 
 
 def list_tasks() -> list[Task]:

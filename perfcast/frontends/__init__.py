@@ -80,7 +80,8 @@ def _load_onnx(workload: Workload) -> ModelGraph:
         raise PerfcastError("ONNX files hold inference graphs only; use --mode infer "
                             "(or give the PyTorch model for a training graph)")
     return graph_from_onnx(workload.model.name, batch_size=workload.batch_size,
-                           precision=workload.precision)
+                           precision=workload.precision, input_size=workload.input_size,
+                           seq_len=workload.seq_len)
 
 
 register_frontend("onnx", _load_onnx)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from perfcast.errors import TraceError
+from perfcast.errors import TraceError, reraise_interrupt
 from perfcast.frontends import aten_map
 from perfcast.frontends.fx_convert import convert_fx_graph, flat_nodes
 from perfcast.graph import GraphMeta, ModelGraph
@@ -258,6 +258,7 @@ class _Traced:
         except TraceError:
             raise
         except Exception as exc:  # torch raises many exception types while tracing
+            reraise_interrupt(exc)
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise TraceError(f"could not trace {model_id}: {type(exc).__name__}: {msg[:300]}") from exc
         self.gm, self.param_inputs, self.grads, self.roots = gm, param_inputs, grads, roots

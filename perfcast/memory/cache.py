@@ -72,16 +72,19 @@ class MemsimCache:
 
     def _rewrite(self, d: dict) -> None:
         """Write every entry in the current format (atomic replace; a read-only cache stays)."""
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
+        from perfcast.paths import write_file_atomically
+
+        def write(tmp):
             with open(tmp, "w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(MEMSIM_FIELDS)
                 for k, v in d.items():
                     w.writerow([*k, "" if v is None else f"{v:.6f}"])
-            os.replace(tmp, self.path)
+
+        try:
+            write_file_atomically(self.path, write)
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass
 
     def import_csv(self, path: str | os.PathLike) -> int:
         """Add the rows of a memory-validation CSV (failed simulations as empty values, so they
@@ -167,6 +170,10 @@ class SimulationJob:
     handle; the daemon child is terminated when the parent exits).
     """
 
+    #: Set once a forked child could not run autograd (the parent had started autograd's
+    #: worker threads: torch refuses autograd after such a fork); later jobs run inline.
+    _fork_unsafe = False
+
     def __init__(self, workload: Workload, process, conn) -> None:
         self.workload, self._process, self._conn = workload, process, conn
 
@@ -174,7 +181,7 @@ class SimulationJob:
     def start(cls, workload: Workload) -> SimulationJob | None:
         import multiprocessing as mp
 
-        if "fork" not in mp.get_all_start_methods():
+        if "fork" not in mp.get_all_start_methods() or SimulationJob._fork_unsafe:
             return None
         ctx = mp.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
@@ -199,7 +206,10 @@ class SimulationJob:
             return float(payload)
         if status == "error":
             raise PerfcastError(payload)
-        # the child died (e.g. killed by the OOM killer): simulate here instead
+        if status == "bad-fork":
+            SimulationJob._fork_unsafe = True
+        # the child died (e.g. killed by the OOM killer) or could not use autograd after the
+        # fork: simulate here instead
         return MemsimCache.simulate(self.workload)
 
     def cancel(self) -> None:
@@ -207,6 +217,10 @@ class SimulationJob:
             self._process.terminate()
         self._process.join(timeout=5)
         self._conn.close()
+
+
+#: torch's message when autograd runs in a child forked after the parent used autograd threads.
+_BAD_FORK = "autograd's threading in combination with fork"
 
 
 def _simulation_child(workload: Workload, conn) -> None:
@@ -220,9 +234,10 @@ def _simulation_child(workload: Workload, conn) -> None:
         torch.set_num_threads(1)  # the parent may have used OpenMP before forking
         msg = ("ok", MemsimCache.simulate(workload))
     except PerfcastError as exc:
-        msg = ("error", str(exc))
+        msg = ("bad-fork", None) if _BAD_FORK in str(exc) else ("error", str(exc))
     except BaseException as exc:  # noqa: BLE001 — reported to the parent, never printed here
-        msg = ("error", f"{type(exc).__name__}: {exc}")
+        msg = ("bad-fork", None) if _BAD_FORK in str(exc) else \
+            ("error", f"{type(exc).__name__}: {exc}")
     try:
         conn.send(msg)
     except (OSError, EOFError):

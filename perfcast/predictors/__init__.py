@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from perfcast.errors import PerfcastError
-from perfcast.predictors.base import Predictor
+from perfcast.errors import unknown_choice
 from perfcast.features.records import TARGETS, FeatureSet, build_feature_set
+from perfcast.predictors.base import Predictor
 
 _REGISTRY: dict[str, type[Predictor]] = {}
 # modules that register the built-in predictors (imported lazily: torch_geometric, xgboost)
@@ -52,7 +52,7 @@ def get_predictor_class(name: str) -> type[Predictor]:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise PerfcastError(f"unknown predictor {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None
+        raise unknown_choice("predictor", name, sorted(_REGISTRY)) from None
 
 
 def create_predictor(name: str, **params: Any) -> Predictor:

@@ -36,7 +36,8 @@ For one record (model graph at batch ``ref_batch``, record batch ``b``, ``k = b 
 
 It never reads labels: ``fit`` only records the target list (``time_ms``), so it predicts for
 devices nobody measured. :func:`roofline_time_ms` is the same estimate for one configuration,
-usable without a predictor.
+usable without a predictor. :func:`time_lower_bound_ms` is the strict floor below it (only work
+that cannot be avoided) that :mod:`perfcast.routing` keeps every predicted time above.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ import numpy as np
 
 from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
+from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import Predictor
-from perfcast.features.records import FeatureSet
 
 #: Training step ≈ forward + backward (≈ 2× forward).
 TRAIN_FACTOR = 3.0
@@ -158,6 +159,78 @@ def cost_time_ms(cost: GraphCost, batch: int, mode: str, precision: str, device,
     return (t + kernels * float(launch_us) * 1e-6) * 1e3
 
 
+#: Precisions whose kernels a run at the key precision may use (the lower bound takes the fastest
+#: peak among them): fp32 convolutions and matmuls may run on TF32 tensor cores (cuDNN's default
+#: on Ampere and later); amp autocasts to fp16 or bf16.
+BOUND_PRECISIONS = {"fp32": ("fp32", "tf32"), "amp": ("fp32", "tf32", "fp16", "bf16"),
+                    "fp16": ("fp32", "fp16"), "bf16": ("fp32", "bf16")}
+#: Allowance on the compute roof of :func:`time_lower_bound_ms`: fast convolution algorithms
+#: (Winograd, FFT) do fewer multiplications than the direct FLOP count and GPUs boost above the
+#: datasheet clock. Measured: VGG-19 on an RTX 2080 Ti (fp32) ran at 0.91× the direct FLOPs ÷
+#: peak; with 0.8 the bound held on all 4,770 public + local runs perfcast has graphs for
+#: (smallest measured ÷ bound: 1.14).
+BOUND_COMPUTE_ALLOWANCE = 0.8
+
+
+def best_peak_tflops(device, precision: str) -> float | None:
+    """The fastest datasheet peak (TFLOPS) a run at ``precision`` can use (see
+    :data:`BOUND_PRECISIONS`); ``None`` when the device has none."""
+    dev = _device(device)
+    peaks = [_finite_pos(dev.peak_tflops(p))
+             for p in BOUND_PRECISIONS.get(str(precision or "fp32"), ("fp32",))]
+    peaks = [p for p in peaks if p is not None]
+    return max(peaks) if peaks else None
+
+
+def time_lower_bound_ms(cost: GraphCost, batch: int, mode: str, precision: str, device, *,
+                        optimizer: str | None = None, threads: int | None = None) -> float:
+    """A physical lower bound on the time (ms per batch) of one configuration — what no
+    prediction may undercut. Unlike :func:`cost_time_ms` (Σ per-kernel max of the two roofs,
+    every activation read from and written to DRAM: measured runs beat it by up to 2.3× where
+    kernels fuse or activations stay in cache) it counts only work that cannot be avoided:
+
+    * compute: the forward FLOPs (×2 in training: every layer's backward computes at least its
+      input or its weight gradient, each as many FLOPs as its forward) ÷ the fastest peak of the
+      precision (:func:`best_peak_tflops`; on a CPU scaled by ``threads / cores``), times
+      :data:`BOUND_COMPUTE_ALLOWANCE`;
+    * memory: every parameter byte read once (in training also its gradient written and each
+      optimizer state read: ``params · e · (2 + states)``), less what the last-level cache
+      (``l2_mb``) can hold between steps, ÷ bandwidth (0 when the bandwidth is unknown);
+    * launches: one per kernel (forward kernels, in training also one weight-gradient kernel
+      per parameter-holding node) at :data:`DEFAULT_LAUNCH_US`. A GPU runs kernels while the
+      host launches the next ones, so there the bound is max(compute, memory, launches); a CPU
+      runs each op where it is dispatched: max(compute, memory) + launches.
+    """
+    dev = _device(device)
+    precision = str(precision or "fp32")
+    k = float(batch) / cost.ref_batch
+    train = mode == "train"
+    sel = slice(None) if train else ~cost.is_dropout
+    flops = float(cost.flops[sel].sum()) * k * (2.0 if train else 1.0)
+    peak = best_peak_tflops(dev, precision)
+    t_compute = 0.0
+    if peak is not None:
+        if dev.kind == "cpu" and dev.cores and _finite_pos(threads):
+            peak *= min(float(threads), float(dev.cores)) / float(dev.cores)
+        t_compute = flops * BOUND_COMPUTE_ALLOWANCE / (peak * 1e12)
+    half = precision in ("fp16", "bf16")
+    if train:
+        opt = optimizer if isinstance(optimizer, str) and optimizer in OPTIMIZER_STATES \
+            else DEFAULT_OPTIMIZER
+        touched = cost.params * (2.0 if half else 4.0) * (2 + OPTIMIZER_STATES[opt])
+    else:
+        touched = cost.param_bytes_total * (0.5 if half else 1.0)
+    bw = _finite_pos(dev.bandwidth_gbs)
+    cache = (_finite_pos(dev.l2_mb) or 0.0) * 1e6
+    t_memory = max(0.0, touched - cache) / (bw * 1e9) if bw is not None else 0.0
+    kernels = float(np.count_nonzero(~cost.is_dropout) if not train
+                    else cost.flops.size + cost.param_nodes)
+    t_launch = kernels * DEFAULT_LAUNCH_US.get(dev.kind, 5.0) * 1e-6
+    if dev.kind == "gpu":
+        return max(t_compute, t_memory, t_launch) * 1e3
+    return (max(t_compute, t_memory) + t_launch) * 1e3
+
+
 def roofline_time_ms(graph_data, summary, batch: int, mode: str, precision: str, device, *,
                      optimizer: str | None = None, threads: int | None = None,
                      launch_us: float | None = None, efficiency: float = 1.0,
@@ -238,4 +311,5 @@ class RooflinePredictor(Predictor):
         return out
 
 
-__all__ = ["GraphCost", "RooflinePredictor", "cost_time_ms", "roofline_time_ms"]
+__all__ = ["BOUND_COMPUTE_ALLOWANCE", "BOUND_PRECISIONS", "GraphCost", "RooflinePredictor",
+           "best_peak_tflops", "cost_time_ms", "roofline_time_ms", "time_lower_bound_ms"]

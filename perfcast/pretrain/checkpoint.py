@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from perfcast.paths import package_data
 from perfcast.errors import PerfcastError
+from perfcast.paths import package_data
 
 FORMAT = "perfcast-encoder/1"
 META_FILE = "encoder.json"
@@ -41,15 +41,6 @@ WEIGHTS_FILE = "encoder.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
 #: Hyper-parameters that fix the encoder's architecture.
 ARCH_KEYS = ("hidden", "layers", "dropout", "final_act")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
 
 
 #: The encoder that ships with perfcast (``trappm``'s default ``encoder="shipped"``), relative to
@@ -91,21 +82,11 @@ def _signals_held():
             raise KeyboardInterrupt
 
 
-def _atomic_write(path: Path, write) -> None:
-    """``write(tmp)`` then rename ``tmp`` to ``path`` (file mode from the umask)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(str(tmp))
-        os.chmod(tmp, 0o666 & ~_UMASK)  # safetensors creates 0600 files
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_checkpoint(out: Path, meta: dict[str, Any], encoder, optimizer, pretext: dict) -> None:
     """Write the three files (module doc); ``pretext``: name → tensor of non-encoder weights."""
     from safetensors.torch import save_file
+
+    from perfcast.paths import write_file_atomically
 
     out.mkdir(parents=True, exist_ok=True)
     epoch = str(meta["epoch"])
@@ -116,12 +97,12 @@ def write_checkpoint(out: Path, meta: dict[str, Any], encoder, optimizer, pretex
     opt.update({f"pretext.{k}": v.detach().contiguous() for k, v in pretext.items()})
     groups = json.dumps(sd["param_groups"])
     with _signals_held():
-        _atomic_write(out / OPTIM_FILE, lambda p: save_file(
+        write_file_atomically(out / OPTIM_FILE, lambda p: save_file(
             opt, p, metadata={"format": FORMAT, "epoch": epoch, "param_groups": groups}))
-        _atomic_write(out / WEIGHTS_FILE, lambda p: save_file(
+        write_file_atomically(out / WEIGHTS_FILE, lambda p: save_file(
             weights, p, metadata={"format": FORMAT, "epoch": epoch, "method": meta["method"],
                                   "graph_layout": meta["graph_layout"]}))
-        _atomic_write(out / META_FILE, lambda p: Path(p).write_text(json.dumps(meta, indent=1)))
+        write_file_atomically(out / META_FILE, json.dumps(meta, indent=1))
 
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:

@@ -16,9 +16,16 @@ precisions, from flags or a YAML file::
         optimizer: sgd-momentum
 
 Resumable: configurations already in the store (any status) are skipped, so rerunning the same
-spec measures only what is missing; ``retry_failed`` re-measures failed rows. Each configuration
-runs in a fresh subprocess (timeout, memory watchdog) and is committed when it finishes; Ctrl-C
-kills the running one and records nothing for it.
+spec measures only what is missing; ``retry_failed`` re-measures failed rows (each new row
+replaces the old one in one transaction). Each configuration runs in a fresh subprocess
+(timeout, memory watchdog; it dies with the collector) and is committed whole when it finishes;
+Ctrl-C, SIGTERM or even SIGKILL records nothing for the running one.
+
+One collector per store and machine: :func:`collect` holds the store's collector lock
+(:mod:`perfcast.store.lock`) for the whole collection — a busy store is refused
+(:class:`~perfcast.errors.PerfcastError` naming the holder) or, with ``wait_for_lock``, waited
+for; the lock is released on return, error, Ctrl-C and SIGTERM, and a killed collector's lock
+is taken over by the next one.
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ import gc
 import itertools
 import time
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.store.db import MeasureConfig, Measurement, MeasurementStore
+from perfcast.store.lock import CollectorLock
 from perfcast.workload import DEFAULT_OPTIMIZER
 
 
@@ -52,6 +61,10 @@ class CollectSettings:
     #: this many seconds, whichever comes first (at least 3 timed iterations; warm-up gets the
     #: same budget, at least 1 iteration). ``None``: always ``iters``.
     max_seconds: float | None = None
+    #: a store held by another collector: wait until it is free (``False``: refuse, exit 2)
+    wait_for_lock: bool = False
+    #: seconds between two looks at a busy lock (``None``: ``$PERFCAST_LOCK_POLL``, else 5)
+    lock_poll_s: float | None = None
 
     def validate(self) -> None:
         if self.warmup < 0:
@@ -62,6 +75,8 @@ class CollectSettings:
             raise PerfcastError(f"timeout must be positive, got {self.timeout_s}")
         if self.max_seconds is not None and self.max_seconds <= 0:
             raise PerfcastError(f"--max-seconds must be positive, got {self.max_seconds}")
+        if self.lock_poll_s is not None and not self.lock_poll_s > 0:
+            raise PerfcastError(f"lock poll interval must be positive, got {self.lock_poll_s}")
 
 
 @dataclass
@@ -86,33 +101,92 @@ class Sweep:
         return out
 
 
+#: Keys of one sweep in a sweep file, and the collection options a file may set at its top.
+SWEEP_KEYS = ("models", "batch_sizes", "input_sizes", "seq_lens", "modes", "precisions",
+              "optimizer")
+#: Top-level options of a sweep file → the type each value must have.
+SPEC_OPTIONS = {"device": str, "threads": int, "warmup": int, "iters": int, "timeout": float,
+                "cooldown": float, "memory_limit_mb": float, "cpus": list, "max_seconds": float}
+
+
 def load_spec(path: str | Path) -> tuple[list[Sweep], dict[str, Any]]:
-    """Read a YAML sweep file → (sweeps, top-level options)."""
+    """Read a YAML sweep file → (sweeps, top-level options). Every key is checked (an unknown
+    one is an error naming it and the nearest valid key) and every value has its type; the
+    workloads themselves are validated when :meth:`Sweep.configs` expands them."""
     import yaml
 
+    from perfcast.errors import unknown_keys
+
     p = Path(path)
-    if not p.exists():
+    if not p.is_file():
         raise PerfcastError(f"spec file not found: {p}")
     try:
         doc = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:
         raise PerfcastError(f"spec file {p} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(doc, dict):
+        raise PerfcastError(f"spec file {p}: expected a mapping of options and 'sweeps', got "
+                            f"{type(doc).__name__}")
+    bad = unknown_keys(doc, ("sweeps", *SWEEP_KEYS, *SPEC_OPTIONS))
+    if bad:
+        raise PerfcastError(f"spec file {p}: unknown key(s) {bad}")
     raw = doc.pop("sweeps", None)
     if raw is None:
-        raw = [{k: doc.pop(k) for k in list(doc)
-                if k in ("models", "batch_sizes", "input_sizes", "seq_lens", "modes",
-                         "precisions", "optimizer")}]
+        raw = [{k: doc.pop(k) for k in list(doc) if k in SWEEP_KEYS}]
+    elif any(k in doc for k in SWEEP_KEYS):
+        raise PerfcastError(f"spec file {p}: give the sweep keys inside 'sweeps' or at the top, "
+                            f"not both")
+    if not isinstance(raw, list):
+        raise PerfcastError(f"spec file {p}: 'sweeps' must be a list of sweeps")
+    options = {k: _option(p, k, v) for k, v in doc.items()}
     sweeps = []
     for i, s in enumerate(raw):
         if not isinstance(s, dict) or not s.get("models"):
             raise PerfcastError(f"sweep {i} in {p} needs a non-empty 'models' list")
-        unknown = set(s) - {"models", "batch_sizes", "input_sizes", "seq_lens", "modes",
-                            "precisions", "optimizer"}
-        if unknown:
-            raise PerfcastError(f"sweep {i} in {p} has unknown keys: {', '.join(sorted(unknown))}")
-        sweeps.append(Sweep(**{k: (list(v) if isinstance(v, (list, tuple)) else v)
-                               for k, v in s.items()}))
-    return sweeps, doc
+        bad = unknown_keys(s, SWEEP_KEYS)
+        if bad:
+            raise PerfcastError(f"sweep {i} in {p}: unknown key(s) {bad}")
+        fields = {}
+        for k, v in s.items():
+            if k == "optimizer":
+                if not isinstance(v, str):
+                    raise PerfcastError(f"sweep {i} in {p}: optimizer must be a name, got {v!r}")
+                fields[k] = v
+                continue
+            values = list(v) if isinstance(v, (list, tuple)) else [v]
+            if not values or any(isinstance(x, (dict, list, bool)) for x in values):
+                raise PerfcastError(f"sweep {i} in {p}: {k} must be a non-empty list of values, "
+                                    f"got {v!r}")
+            fields[k] = values
+        sweeps.append(Sweep(**fields))
+    return sweeps, options
+
+
+def _option(path: Path, key: str, value: Any) -> Any:
+    """A top-level option of a sweep file, checked against its type in :data:`SPEC_OPTIONS`."""
+    want = SPEC_OPTIONS[key]
+    if want is list:
+        if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                  and x >= 0 for x in value):
+            raise PerfcastError(f"spec file {path}: {key} must be a list of CPU ids, got "
+                                f"{value!r}")
+        return value
+    if want is str:
+        if not isinstance(value, str) or not value:
+            raise PerfcastError(f"spec file {path}: {key} must be a name, got {value!r}")
+        return value
+    import math
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if want is int:
+        ok = ok and float(value).is_integer() and value >= (1 if key == "threads" else 0)
+    else:
+        ok = ok and (value >= 0 if key == "cooldown" else value > 0)
+    if not ok:
+        kind = ("an integer ≥ 1" if key == "threads" else "an integer ≥ 0" if want is int
+                else "a number ≥ 0" if key == "cooldown" else "a number > 0")
+        raise PerfcastError(f"spec file {path}: {key} must be {kind}, got {value!r}")
+    return int(value) if want is int else float(value)
 
 
 def graph_key_for(cfg: MeasureConfig) -> str | None:
@@ -125,31 +199,36 @@ def graph_key_for(cfg: MeasureConfig) -> str | None:
 
 def collect(store: MeasurementStore, configs: Iterable[MeasureConfig], settings: CollectSettings,
             progress: Callable[[int, int, MeasureConfig, Measurement | None], None] | None = None,
-            runner: Callable[..., Measurement] | None = None) -> dict[str, int]:
-    """Measure every configuration not yet in ``store``. Returns counts by status."""
+            runner: Callable[..., Measurement] | None = None,
+            lock: CollectorLock | None = None) -> dict[str, int]:
+    """Measure every configuration not yet in ``store``, holding its collector lock throughout
+    (busy: :class:`PerfcastError`, or wait with ``settings.wait_for_lock``) — or ``lock``, that
+    lock already acquired by the caller (who releases it). Returns counts by status."""
     from perfcast.profiler.runner import run_isolated
 
     settings.validate()
     runner = runner or run_isolated
     configs = list(dict.fromkeys(configs))  # dedupe, keep order
-    done = store.done_keys() if not settings.retry_failed else store.done_keys(["ok"])
-    todo = [c for c in configs if c.key() not in done]
-    if settings.retry_failed:
-        store.delete(c.key() for c in todo)
-    counts = {"skipped": len(configs) - len(todo), "ok": 0, "oom": 0, "timeout": 0, "failed": 0}
-    for i, cfg in enumerate(todo):
-        if progress:
-            progress(i, len(todo), cfg, None)
-        m = runner(cfg, warmup=settings.warmup, iters=settings.iters,
-                   timeout_s=settings.timeout_s, memory_limit_mb=settings.memory_limit_mb,
-                   cpus=settings.cpus, torch_device=settings.torch_device,
-                   max_seconds=settings.max_seconds)
-        m.graph_key = graph_key_for(cfg)
-        store.add(m)
-        counts[m.status] = counts.get(m.status, 0) + 1
-        if progress:
-            progress(i + 1, len(todo), cfg, m)
-        gc.collect()
-        if settings.cooldown_s and i + 1 < len(todo):
-            time.sleep(settings.cooldown_s)
+    with (nullcontext(lock) if lock is not None else
+          store.collector_lock().acquire(wait=settings.wait_for_lock,
+                                         poll_s=settings.lock_poll_s)):
+        done = store.done_keys() if not settings.retry_failed else store.done_keys(["ok"])
+        todo = [c for c in configs if c.key() not in done]
+        counts = {"skipped": len(configs) - len(todo), "ok": 0, "oom": 0, "timeout": 0,
+                  "failed": 0}
+        for i, cfg in enumerate(todo):
+            if progress:
+                progress(i, len(todo), cfg, None)
+            m = runner(cfg, warmup=settings.warmup, iters=settings.iters,
+                       timeout_s=settings.timeout_s, memory_limit_mb=settings.memory_limit_mb,
+                       cpus=settings.cpus, torch_device=settings.torch_device,
+                       max_seconds=settings.max_seconds)
+            m.graph_key = graph_key_for(cfg)
+            store.add(m, replace=settings.retry_failed)  # one transaction: whole row or none
+            counts[m.status] = counts.get(m.status, 0) + 1
+            if progress:
+                progress(i + 1, len(todo), cfg, m)
+            gc.collect()
+            if settings.cooldown_s and i + 1 < len(todo):
+                time.sleep(settings.cooldown_s)
     return counts

@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import fields
 
-from perfcast.profiler.worker import RESULT_PREFIX
+from perfcast.profiler.worker import PARENT_ENV, RESULT_PREFIX
 from perfcast.store.db import MeasureConfig, Measurement
 
 
@@ -30,7 +30,9 @@ def run_isolated(cfg: MeasureConfig, *, warmup: int = 5, iters: int = 30, timeou
                  torch_device: str | None = None, max_seconds: float | None = None) -> Measurement:
     """Measure ``cfg`` in a child process. Timeouts, OOMs and crashes become failed rows.
 
-    ``KeyboardInterrupt`` kills the child and propagates (nothing is recorded).
+    ``KeyboardInterrupt`` kills the child and propagates (nothing is recorded); if this process
+    is killed outright (SIGKILL), the child dies with it (Linux, :func:`~perfcast.profiler.
+    worker.die_with_parent`).
     """
     import psutil
 
@@ -39,7 +41,8 @@ def run_isolated(cfg: MeasureConfig, *, warmup: int = 5, iters: int = 30, timeou
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "perfcast.profiler.worker"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                            text=True, env={**os.environ, "PYTHONWARNINGS": "ignore",
+                                            PARENT_ENV: str(os.getpid())})  # dies with us
     status, reason = None, None
     try:
         proc.stdin.write(json.dumps(req))

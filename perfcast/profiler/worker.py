@@ -2,20 +2,41 @@
 
 Run by :func:`perfcast.profiler.runner.run_isolated` as ``python -m perfcast.profiler.worker``
 with the request as JSON on stdin. A fresh process per configuration isolates crashes and OOMs
-and gives a clean RSS baseline.
+and gives a clean RSS baseline. On Linux it dies with the collector that started it (even one
+killed by SIGKILL): no orphan goes on measuring and loading the machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 
 RESULT_PREFIX = "PERFCAST_RESULT "
+#: Environment variable the runner sets: the pid of the collector that started this worker.
+PARENT_ENV = "PERFCAST_COLLECTOR_PID"
+
+
+def die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this process when its parent (the collector, whose pid
+    is ``$PERFCAST_COLLECTOR_PID``) ends; exit at once if it has ended already."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # the collector died before the prctl
+        os._exit(1)
 
 
 def main() -> int:
+    die_with_parent()
     req = json.loads(sys.stdin.read())
     cpus = req.get("cpus")
     if cpus and hasattr(os, "sched_setaffinity"):

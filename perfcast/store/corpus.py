@@ -164,6 +164,17 @@ def _save(g, out_dir: str, key: str):
     return g
 
 
+def _drop_partial_line(index: Path) -> None:
+    """A run killed while appending can leave half a line at the end of ``index.csv``: cut it
+    (its graph is rebuilt), so that the next append starts on a line of its own."""
+    if not index.exists():
+        return
+    with open(index, "rb+") as f:
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)
+
+
 def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: int = 2,
                  timeout_s: int = 300, limit: int | None = None,
                  progress: Callable[[int, int, dict | None], None] | None = None) -> dict[str, int]:
@@ -175,6 +186,7 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
     (out / "graphs").mkdir(parents=True, exist_ok=True)
     index = out / "index.csv"
     done: set[str] = set()
+    _drop_partial_line(index)
     if index.exists():
         with open(index, newline="") as f:
             done = {r["key"] for r in csv.DictReader(f)}
@@ -209,6 +221,7 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
                         if progress:
                             progress(i, len(todo), row)
                     f.flush()
+                    os.fsync(f.fileno())  # each finished group on disk (resumable)
             except KeyboardInterrupt:
                 pool.terminate()
                 raise

@@ -1,7 +1,11 @@
 """The measurement store: one row per measured configuration.
 
-SQLite by default (WAL journal, one transaction per configuration, so a crash or Ctrl-C never
-leaves a half row); any SQLAlchemy URL works (``postgresql://…`` for a team-shared database).
+SQLite by default (WAL journal, real transactions: the schema is created in one and each row is
+written in its own, so a crash, Ctrl-C or SIGKILL never leaves a half row or a table without its
+unique key); any SQLAlchemy URL works (``postgresql://user:password@host/db`` for a team-shared
+database, through psycopg 3; its password is masked in every message: :func:`display_url`).
+:meth:`MeasurementStore.collector_lock` is the one-collector-per-store-and-machine lock
+(:mod:`perfcast.store.lock`).
 A configuration is identified by :func:`config_key` — model, batch, input size, sequence length,
 mode, precision, optimizer, device, threads and a ``repeat`` index (0 = first measurement,
 1 = a re-measurement for test-retest). Failed runs (OOM, timeout, error) are rows too, with a
@@ -15,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -109,6 +114,10 @@ class Measurement:
     created_at: str | None = None
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
 def _table(metadata):
     from sqlalchemy import Column, Float, Integer, String, Table, Text
 
@@ -144,48 +153,121 @@ def _table(metadata):
 
 
 def _url(target: str | os.PathLike) -> str:
+    """A path → a ``sqlite:///`` URL; a PostgreSQL URL without a driver → psycopg 3's."""
     t = str(target)
     if "://" in t:
+        scheme, rest = t.split("://", 1)
+        if scheme in ("postgresql", "postgres"):
+            return f"postgresql+psycopg://{rest}"
         return t
     return f"sqlite:///{Path(t).expanduser().resolve()}"
 
 
+def display_url(target: str | os.PathLike) -> str:
+    """``target`` as shown in messages and summaries: a URL with its password masked
+    (``postgresql://u:***@host/db``), a path as given."""
+    t = str(target)
+    if "://" not in t:
+        return t
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(t).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - unparsable: mask what looks like user:password@
+        return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", t)
+
+
+def scrub(text: str, target) -> str:
+    """``text`` (e.g. a driver's error message) with the password of ``target`` (a URL string
+    or a sqlalchemy ``URL``) replaced by ``***`` and the URL itself masked."""
+    from urllib.parse import quote
+
+    if not isinstance(target, str):  # a sqlalchemy URL
+        password = getattr(target, "password", None)
+    else:
+        if "://" not in target:
+            return text
+        text = text.replace(target, display_url(target))
+        try:
+            from sqlalchemy.engine import make_url
+
+            password = make_url(target).password
+        except Exception:  # noqa: BLE001
+            m = re.search(r"://[^/@:]*:([^@/]*)@", target)
+            password = m.group(1) if m else None
+    if password:
+        for form in {str(password), quote(str(password), safe="")}:
+            text = text.replace(form, "***")
+    return text
+
+
 class MeasurementStore:
-    """Measurements in a database (SQLite file path or SQLAlchemy URL)."""
+    """Measurements in a database (SQLite file path or SQLAlchemy URL). ``target``: the store
+    as shown in messages (a URL's password masked); ``path``: the SQLite file (``None`` for
+    other databases and in-memory SQLite)."""
 
     def __init__(self, target: str | os.PathLike):
         from sqlalchemy import MetaData, create_engine, event
 
         url = _url(target)
+        self.target = display_url(target)
+        self.path: Path | None = None
         if url.startswith("sqlite:///"):
-            path = Path(url.removeprefix("sqlite:///"))
-            if not path.parent.exists():
+            self.path = Path(url.removeprefix("sqlite:///"))
+            if not self.path.parent.exists():
                 raise PerfcastError(f"directory for the measurement database does not exist: "
-                                    f"{path.parent}")
+                                    f"{self.path.parent}")
         try:
             self.engine = create_engine(url, future=True)
         except Exception as exc:  # noqa: BLE001 - bad URL / missing driver
-            raise PerfcastError(f"cannot open measurement store {target}: {exc}") from exc
+            raise PerfcastError(f"cannot open measurement store {self.target}: "
+                                f"{scrub(_first_line(exc), str(target))}") from None
         if self.engine.dialect.name == "sqlite":
             @event.listens_for(self.engine, "connect")
-            def _pragmas(conn, _record):  # noqa: ANN001
+            def _pragmas(conn, _record):
+                conn.isolation_level = None  # the driver's own transaction handling off …
                 cur = conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
+
+            @event.listens_for(self.engine, "begin")
+            def _begin(conn):
+                conn.exec_driver_sql("BEGIN")  # … so that DDL is transactional too
         self.metadata = MetaData()
         self.table = _table(self.metadata)
         try:
-            self.metadata.create_all(self.engine)
+            with self.engine.begin() as conn:  # table and indexes: all or nothing
+                self.metadata.create_all(conn)
+                for index in self.table.indexes:  # a store from before that lost one
+                    index.create(conn, checkfirst=True)
         except Exception as exc:  # noqa: BLE001
-            raise PerfcastError(f"cannot use measurement store {target}: "
-                                f"{str(exc).splitlines()[0]}") from exc
-        self.target = str(target)
+            raise PerfcastError(f"cannot use measurement store {self.target}: "
+                                f"{scrub(_first_line(exc), str(target))}") from None
+
+    def collector_lock(self):
+        """The lock of one collector per store and machine (:mod:`perfcast.store.lock`), not
+        taken yet: ``store.collector_lock().acquire(wait=…)``, released by ``release()`` or as
+        a context manager."""
+        from perfcast.store import lock
+
+        dialect = self.engine.dialect.name
+        if dialect == "sqlite":
+            if self.path is None:
+                return lock.NoLock(self.target)
+            return lock.FileLock(self.path.with_name(self.path.name + ".lock"), self.target)
+        if dialect == "postgresql":
+            return lock.PgAdvisoryLock(self.engine.url, self.target)
+        return lock.NoLock(self.target, f"no collector lock for {dialect} stores: make sure "
+                                        f"only one collector per machine writes to "
+                                        f"{self.target}")
 
     # ---------------------------------------------------------------- writes
-    def add(self, m: Measurement) -> bool:
-        """Insert one finished measurement in its own transaction. False if already present."""
+    def add(self, m: Measurement, replace: bool = False) -> bool:
+        """Insert one finished measurement in its own transaction. False if already present —
+        unless ``replace``: then an existing row of the same configuration is deleted in that
+        same transaction (a re-measurement replaces the old row atomically)."""
         from sqlalchemy.exc import IntegrityError
 
         from perfcast._version import __version__
@@ -205,6 +287,9 @@ class MeasurementStore:
             row[k] = getattr(m, k)
         try:
             with self.engine.begin() as conn:
+                if replace:
+                    conn.execute(self.table.delete()
+                                 .where(self.table.c.config_key == row["config_key"]))
                 conn.execute(self.table.insert().values(**row))
         except IntegrityError:
             return False
@@ -242,18 +327,16 @@ class MeasurementStore:
             return pd.read_sql_table("measurements", conn)
 
     def export(self, path: str | os.PathLike) -> Path:
-        """Write all rows to ``.parquet`` or ``.csv`` (atomically)."""
+        """Write all rows to ``.parquet`` or ``.csv`` (atomically: fsync'ed, then renamed)."""
+        from perfcast.paths import write_file_atomically
+
         path = Path(path)
-        df = self.to_dataframe()
-        tmp = path.with_name(f".tmp-{path.name}")
-        if path.suffix == ".parquet":
-            df.to_parquet(tmp, index=False)
-        elif path.suffix == ".csv":
-            df.to_csv(tmp, index=False)
-        else:
+        if path.suffix not in (".parquet", ".csv"):
             raise PerfcastError(f"export to .parquet or .csv, not {path.suffix or path.name}")
-        os.replace(tmp, path)
-        return path
+        df = self.to_dataframe()
+        if path.suffix == ".parquet":
+            return write_file_atomically(path, lambda tmp: df.to_parquet(tmp, index=False))
+        return write_file_atomically(path, lambda tmp: df.to_csv(tmp, index=False))
 
     def close(self) -> None:
         self.engine.dispose()

@@ -134,34 +134,38 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
         raise PerfcastError(f"no shipped time model for {dev.key} to calibrate")
     base = shipped.load_entry(entry, root=shipped.shipped_dir())
 
-    if progress:
-        progress("machine", 0, 1, "measuring peak GFLOP/s and bandwidth")
-    profile = measure_machine(list(range(1, int(cores or 1) + 1)) if not dev.is_gpu else None,
-                              device="cpu" if not dev.is_gpu else dev.key)
-    profile.device = dev.key
-    root = user_models_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    profile.save(root / f"machine-{dev.key}.json")
-
     configs = calibration_configs(dev.key, threads, models, batch_sizes)
     if input_size:
         configs = [c.__class__.of(c.model, batch_size=c.batch_size, input_size=input_size,
                                   mode=c.mode, precision=c.precision, device=c.device,
                                   threads=c.threads) for c in configs]
+    root = user_models_dir()
+    root.mkdir(parents=True, exist_ok=True)
     db = root / f"calibration-{dev.key}.db"
     store = MeasurementStore(str(db))
     settings = CollectSettings(warmup=2, iters=10, cooldown_s=0.0, max_seconds=max_seconds,
                                timeout_s=max(60.0, minutes * 60),
                                torch_device="cuda" if dev.is_gpu else "cpu")
-    deadline = t0 + minutes * 60.0
-    stopped_by = "done"
-    for i, cfg in enumerate(configs):
-        if time.monotonic() >= deadline:
-            stopped_by = "budget"
-            break
+    # one calibration per store and machine: its collector lock is held from the machine
+    # profile to the last configuration (two at once would time each other's contention)
+    with store.collector_lock().acquire(
+            retry="wait until that calibration finishes, then rerun") as lock:
         if progress:
-            progress("measuring", i, len(configs), f"{cfg.model} b{cfg.batch_size} {cfg.mode}")
-        collect(store, [cfg], settings)  # one row per finished measurement (resumable)
+            progress("machine", 0, 1, "measuring peak GFLOP/s and bandwidth")
+        profile = measure_machine(list(range(1, int(cores or 1) + 1)) if not dev.is_gpu
+                                  else None, device="cpu" if not dev.is_gpu else dev.key)
+        profile.device = dev.key
+        profile.save(root / f"machine-{dev.key}.json")
+        deadline = t0 + minutes * 60.0
+        stopped_by = "done"
+        for i, cfg in enumerate(configs):
+            if time.monotonic() >= deadline:
+                stopped_by = "budget"
+                break
+            if progress:
+                progress("measuring", i, len(configs),
+                         f"{cfg.model} b{cfg.batch_size} {cfg.mode}")
+            collect(store, [cfg], settings, lock=lock)  # one row per measurement (resumable)
     if progress:
         progress("measuring", len(configs), len(configs), "")
 

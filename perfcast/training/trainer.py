@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import PerfcastError
+from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import package_data
 
 
@@ -67,7 +67,7 @@ def adapt_predictor(pred, fs, transfer: str = "auto", *, targets: list[str] | No
     from perfcast.evaluation.metrics import mape
 
     if transfer not in TRANSFER_RECIPES:
-        raise PerfcastError(f"unknown transfer recipe {transfer!r} (use {', '.join(TRANSFER_RECIPES)})")
+        raise unknown_choice("transfer recipe", transfer, TRANSFER_RECIPES)
     targets = targets or [t for t in pred.targets_ if t in fs.labeled_targets()]
 
     def adapt(p, recipe: str, records):
@@ -142,7 +142,7 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
     from perfcast.training.shipped import manifest, shipped_dir
 
     if transfer not in TRANSFER_RECIPES:
-        raise PerfcastError(f"unknown transfer recipe {transfer!r} (use {', '.join(TRANSFER_RECIPES)})")
+        raise unknown_choice("transfer recipe", transfer, TRANSFER_RECIPES)
     src = Path(init_from)
     if not src.exists():
         ids = {e["id"]: e for e in manifest()}
@@ -180,14 +180,10 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
 
 def write_manifest(entries: list[dict[str, Any]], root: Path) -> Path:
     from perfcast.features.records import FEATURE_LAYOUT_VERSION
+    from perfcast.paths import write_file_atomically
 
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "manifest.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"feature_layout": FEATURE_LAYOUT_VERSION, "models": entries},
-                              indent=1))
-    os.replace(tmp, path)
-    return path
+    return write_file_atomically(root / "manifest.json", json.dumps(
+        {"feature_layout": FEATURE_LAYOUT_VERSION, "models": entries}, indent=1))
 
 
 RECIPES_DIR = package_data("training", "recipes")
@@ -201,7 +197,7 @@ def load_recipe(name: str) -> dict[str, Any]:
         p = RECIPES_DIR / f"{name}.json"
     if not p.exists():
         known = sorted(x.stem for x in RECIPES_DIR.glob("*.json"))
-        raise PerfcastError(f"unknown recipe {name!r} (known: {', '.join(known)})")
+        raise unknown_choice("recipe", name, known)
     try:
         return json.loads(p.read_text())
     except json.JSONDecodeError as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfcast.errors import ModelSpecError, PerfcastError
+from perfcast.errors import ModelSpecError, PerfcastError, reraise_interrupt
 from perfcast.workload import Workload
 
 
@@ -124,6 +124,7 @@ def on_meta(factory: Callable[[], Any], what: str, device: str = "meta"):
     except (KeyboardInterrupt, ModelSpecError):
         raise
     except Exception as exc:  # noqa: BLE001
+        reraise_interrupt(exc)
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         raise ModelSpecError(f"could not build {what}: {type(exc).__name__}: {first}") from exc
 

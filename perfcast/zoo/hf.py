@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from perfcast.errors import ModelSpecError
+from perfcast.errors import ModelSpecError, reraise_interrupt
 from perfcast.paths import package_data
 from perfcast.workload import MODES
 from perfcast.zoo.moe import patch_for_tracing
@@ -119,6 +119,7 @@ def _config_from_dict(data: dict[str, Any], source: str):
     try:
         return config_class.from_dict(dict(data))
     except Exception as exc:  # noqa: BLE001 - any bad field is a spec problem
+        reraise_interrupt(exc)
         raise ModelSpecError(f"{source}: invalid {model_type} config: {_one_line(exc)}") from exc
 
 
@@ -175,10 +176,15 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
 
 
 def _unknown_spec_message(spec: str, why: str) -> str:
-    ids = ", ".join(shipped_model_ids())
+    import difflib
+
+    ids = shipped_model_ids()
+    near = difflib.get_close_matches(spec, ids, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(near)}? " if near else ""
     return (
-        f"unknown Hugging Face model {spec!r} ({why}); shipped configs: {ids}; "
-        f"or pass a local config.json as hf:path/to/config.json"
+        f"unknown Hugging Face model {spec!r} ({why}); {hint}{len(ids)} configs ship with "
+        f"perfcast (e.g. {', '.join(ids[:4])}, … — perfcast.zoo.hf.shipped_model_ids()), or "
+        f"pass a local config.json as hf:path/to/config.json"
     )
 
 
@@ -231,6 +237,7 @@ def resolve_hf_config(spec: str) -> tuple[transformers.PretrainedConfig, str]:
 
         config = AutoConfig.from_pretrained(spec, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - network, auth, 404, remote code, bad config ...
+        reraise_interrupt(exc)
         raise ModelSpecError(_unknown_spec_message(spec, f"hub lookup failed: {_one_line(exc)}")) from exc
     return config, spec
 
@@ -291,6 +298,7 @@ def build_hf_model(config, mode: str = "infer", *, dtype: torch.dtype | None = N
         with torch.device("meta"):
             model = cls._from_config(config, **kwargs)
     except Exception as exc:  # noqa: BLE001
+        reraise_interrupt(exc)
         if attn == "sdpa":
             try:
                 kwargs["attn_implementation"] = "eager"

@@ -14,14 +14,32 @@ import onnx
 import onnx.inliner
 from onnx import AttributeProto, GraphProto, NodeProto, TensorProto
 
-from perfcast.errors import ModelSpecError
-from perfcast.frontends.onnx.cost import (_cost_known, _extra_attrs, _node_cost,
-                                          _recurrent_macs, _resolve)
-from perfcast.frontends.onnx.load import (_bind_batch, _infer_shapes, _load, _opset,
-                                          _propagate_contrib_shapes)
+from perfcast.errors import ModelSpecError, PerfcastError, reraise_interrupt
+from perfcast.frontends.onnx.cost import (
+    _cost_known,
+    _extra_attrs,
+    _node_cost,
+    _recurrent_macs,
+    _resolve,
+)
+from perfcast.frontends.onnx.load import (
+    _bind_batch,
+    _bind_sizes,
+    _infer_shapes,
+    _input_shapes,
+    _load,
+    _opset,
+    _propagate_contrib_shapes,
+)
 from perfcast.frontends.onnx.ops import _CONST_PASSTHROUGH, _DEFAULT_DOMAINS, _attrs
-from perfcast.frontends.onnx.tensors import (FLOAT_DTYPES, _Ctx, _dtype_name, _init_tensor,
-                                             _Tensor, _vi_tensor)
+from perfcast.frontends.onnx.tensors import (
+    FLOAT_DTYPES,
+    _Ctx,
+    _dtype_name,
+    _init_tensor,
+    _Tensor,
+    _vi_tensor,
+)
 from perfcast.graph import Edge, GraphMeta, ModelGraph, Node, Shape
 
 # ---------------------------------------------------------------------------------- subgraphs
@@ -63,11 +81,17 @@ def _dedup(names: Iterable[str]) -> list[str]:
 
 
 def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
-                    model_id: str | None = None, precision: str = "fp32") -> ModelGraph:
+                    model_id: str | None = None, precision: str = "fp32",
+                    input_size: tuple[int, ...] | None = None,
+                    seq_len: int | None = None) -> ModelGraph:
     """Build a :class:`ModelGraph` from an ONNX file (external-data bytes are never read).
 
     ``batch_size`` binds symbolic/unknown leading dims of the graph inputs (default 1, or the
     model's fixed batch); a fixed batch that differs raises :class:`ModelSpecError`.
+    ``input_size`` (per-sample shape of the one input with symbolic dimensions) or ``seq_len``
+    (the one symbolic dimension of token inputs) bind the rest; symbolic dimensions left
+    unbound, or an option given for a model whose shapes are fixed, raise
+    :class:`ModelSpecError` naming the option.
     FLOPs/MACs on nodes are for the whole batch; bytes are bytes.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
@@ -75,6 +99,24 @@ def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
         raise ModelSpecError(f"batch_size must be a positive integer, got {batch_size!r}")
     path = Path(path)
     model = _load(path)
+    try:
+        return _build(path, model, batch_size, model_id, precision, input_size, seq_len)
+    except PerfcastError:
+        raise
+    except Exception as exc:  # a malformed model is bad input; a valid one, our bug
+        reraise_interrupt(exc)
+        try:
+            onnx.checker.check_model(model)
+        except Exception as bad:  # noqa: BLE001 - any checker complaint
+            why = str(bad).strip().splitlines()[0][:200] if str(bad).strip() else type(bad).__name__
+            raise ModelSpecError(f"{path} is not a valid ONNX model ({why}); "
+                                 f"re-export it") from exc
+        raise
+
+
+def _build(path: Path, model, batch_size, model_id, precision, input_size, seq_len
+           ) -> ModelGraph:
+    """:func:`graph_from_onnx` after loading (see there)."""
     opset = _opset(model)
     n_functions = len(model.functions)
     if n_functions:
@@ -82,7 +124,9 @@ def graph_from_onnx(path: str | os.PathLike, batch_size: int | None = None,
             model = onnx.inliner.inline_local_functions(model)
         except Exception:  # keep the calls; they become unmapped "other" nodes
             pass
-    batch, input_shapes, unresolved = _bind_batch(model.graph, batch_size)
+    batch, _, _ = _bind_batch(model.graph, batch_size)
+    _bind_sizes(model.graph, str(path), tuple(input_size) if input_size else None, seq_len)
+    input_shapes, unresolved = _input_shapes(model.graph)
     model, inference = _infer_shapes(model, path)
     model = _propagate_contrib_shapes(model)
     g = model.graph

@@ -77,6 +77,14 @@ def _bind_batch(graph: GraphProto, batch_size: int | None) -> tuple[int, list[Sh
                 for d in vi.type.tensor_type.shape.dim:
                     if d.HasField("dim_param") and d.dim_param in params:
                         d.dim_value = batch
+    return (batch, *_input_shapes(graph))
+
+
+def _input_shapes(graph: GraphProto) -> tuple[list[Shape], dict[str, list[str]]]:
+    """Full shapes of the graph inputs (``-1`` for an unresolved dim) and, per input, its
+    unresolved dims."""
+    init_names = {t.name for t in graph.initializer}
+    inputs = [vi for vi in graph.input if vi.name not in init_names]
     shapes: list[Shape] = []
     unresolved: dict[str, list[str]] = {}
     for vi in inputs:
@@ -86,7 +94,88 @@ def _bind_batch(graph: GraphProto, batch_size: int | None) -> tuple[int, list[Sh
         bad = [d.dim_param or "?" for d in dims if not d.HasField("dim_value")]
         if bad:
             unresolved[vi.name] = bad
-    return batch, shapes, unresolved
+    return shapes, unresolved
+
+
+def _bind_sizes(graph: GraphProto, label: str, input_size: tuple[int, ...] | None,
+                seq_len: int | None) -> None:
+    """Bind the symbolic per-sample dimensions of the graph inputs, in place (the batch is
+    already bound by :func:`_bind_batch`): ``input_size`` gives the whole per-sample shape of
+    the one input that has symbolic dimensions (its fixed ones must agree); ``seq_len`` binds
+    every input whose only symbolic per-sample dimension is one (``input_ids``,
+    ``attention_mask`` …). The same symbol in outputs / value_info gets the same value. What
+    stays symbolic after that is an error that says which option binds it (a graph with
+    unknown shapes would cost 0 FLOPs)."""
+    init_names = {t.name for t in graph.initializer}
+    inputs = [vi for vi in graph.input if vi.name not in init_names
+              and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")]
+
+    def free(vi) -> list:
+        return [d for d in list(vi.type.tensor_type.shape.dim)[1:]
+                if not (d.HasField("dim_value") and d.dim_value > 0)]
+
+    symbolic = [vi for vi in inputs if free(vi)]
+    given = "--input-size" if input_size is not None else "--seq-len" if seq_len else None
+    if given and not symbolic:
+        raise ModelSpecError(f"{label}: its inputs have fixed shapes "
+                             f"({_shapes_text(inputs)}); {given} does not apply — only "
+                             f"--batch-size binds a symbolic batch dimension")
+    values: dict[str, int] = {}
+    if input_size is not None:
+        if len(symbolic) != 1:
+            raise ModelSpecError(f"{label}: {len(symbolic)} inputs have symbolic dimensions "
+                                 f"({_shapes_text(symbolic)}); --input-size gives one input's "
+                                 f"shape — re-export with fixed shapes")
+        vi = symbolic[0]
+        dims = list(vi.type.tensor_type.shape.dim)[1:]
+        if len(dims) != len(input_size):
+            raise ModelSpecError(f"{label}: input {vi.name!r} has {len(dims)} per-sample "
+                                 f"dimensions ({_shapes_text([vi])}), --input-size gives "
+                                 f"{len(input_size)}")
+        for d, v in zip(dims, input_size):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                if d.dim_value != v:
+                    raise ModelSpecError(f"{label}: input {_shapes_text([vi])}; --input-size "
+                                         f"{','.join(map(str, input_size))} disagrees with its "
+                                         f"fixed dimension {d.dim_value}")
+                continue
+            if d.HasField("dim_param") and d.dim_param:
+                values[d.dim_param] = v
+            d.dim_value = v
+    elif seq_len:
+        for vi in symbolic:
+            dims = free(vi)
+            if len(dims) != 1:
+                raise ModelSpecError(f"{label}: input {vi.name!r} ({_shapes_text([vi])}) has "
+                                     f"{len(dims)} symbolic per-sample dimensions; --seq-len "
+                                     f"binds one — give --input-size instead")
+            if dims[0].HasField("dim_param") and dims[0].dim_param:
+                values[dims[0].dim_param] = seq_len
+            dims[0].dim_value = seq_len
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if values and vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in values:
+                    d.dim_value = values[d.dim_param]
+    left = [vi for vi in inputs if free(vi)]
+    if left:
+        hint = ("--seq-len N" if all(len(free(vi)) == 1 for vi in left) and len(left) > 1
+                else "--input-size " + ",".join("D" for _ in
+                                                list(left[0].type.tensor_type.shape.dim)[1:])
+                if len(left) == 1 else "an export with fixed shapes")
+        raise ModelSpecError(f"{label}: symbolic input dimensions ({_shapes_text(left)}) — "
+                             f"give {hint} to bind them")
+
+
+def _shapes_text(inputs) -> str:
+    """``"x: N×C×224×224, mask: N×S"`` (symbols by name, unknown as ``?``)."""
+    def dim(d) -> str:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            return str(d.dim_value)
+        return d.dim_param or "?"
+
+    return ", ".join(f"{vi.name}: " + "×".join(dim(d) for d in vi.type.tensor_type.shape.dim)
+                     for vi in inputs)
 
 
 def _infer_shapes(model: ModelProto, path: Path) -> tuple[ModelProto, str]:

@@ -1,0 +1,225 @@
+"""What an LLM's serving cost depends on, read from its Hugging Face config: :class:`LLMArch`
+(layers, widths, attention heads and KV heads, experts, positions, parameter counts), and the
+arithmetic of its KV cache and weights.
+
+Parameter counts are exact: the architecture is built on the ``meta`` device (no weights, no
+memory, :func:`perfcast.zoo.hf.build_hf_model`) and its parameters counted; parameters of routed
+experts (names containing ``experts``) are counted apart, so that a mixture-of-experts model's
+*active* parameters per token are ``dense + experts × k / E``. The summary is cached as JSON in
+``cache_dir()/../llm/`` (a 70B model takes seconds to build once, milliseconds after).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+from perfcast.errors import ModelSpecError, PerfcastError
+
+#: Bytes per weight by serving precision: ``int8`` / ``int4`` are weight-only quantization
+#: (activations and the KV cache stay 16-bit); int4 adds one fp16 scale per group of 128
+#: weights (GPTQ / AWQ's common layout).
+WEIGHT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "amp": 2.0, "int8": 1.0 + 2 / 128,
+                "int4": 0.5 + 2 / 128}
+#: Bytes per KV-cache element by serving precision (weight-only quantization keeps 16-bit KV).
+KV_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "amp": 2, "int8": 2, "int4": 2}
+#: vLLM's KV-cache block (tokens): a sequence's cache is allocated in whole blocks.
+VLLM_BLOCK_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class LLMArch:
+    """A decoder LLM's shape. Widths in elements, counts in parameters (not bytes)."""
+
+    model_id: str
+    model_type: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    max_positions: int | None
+    experts: int  # routed experts per MoE layer (0: dense)
+    experts_per_token: int  # experts each token is routed to (0: dense)
+    sliding_window: int | None  # tokens of KV kept by windowed layers
+    windowed_layers: int  # layers with a sliding window (0: none)
+    params: int  # all parameters
+    expert_params: int  # parameters of the routed experts (all of them)
+    embedding_params: int  # input embedding (a lookup, no FLOPs)
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def dense_params(self) -> int:
+        return self.params - self.expert_params
+
+    def active_params(self, tokens: int = 1) -> float:
+        """Parameters read from memory by one forward step over ``tokens`` tokens: every dense
+        weight, and of each MoE layer's experts the expected number touched when ``tokens``
+        tokens pick ``k`` of ``E`` each (uniform routing: ``E·(1 − (1 − k/E)^tokens)``)."""
+        if not self.moe:
+            return float(self.params)
+        e, k = self.experts, self.experts_per_token
+        touched = e * (1.0 - (1.0 - k / e) ** max(1, tokens))
+        return self.dense_params + self.expert_params * touched / e
+
+    def flops_per_token(self) -> float:
+        """Matmul FLOPs per token outside attention: 2 × the parameters each token multiplies
+        (dense weights but the input embedding, plus ``k`` of ``E`` experts)."""
+        per_token = self.dense_params - self.embedding_params
+        if self.moe:
+            per_token += self.expert_params * self.experts_per_token / self.experts
+        return 2.0 * per_token
+
+    def attention_flops(self, query_tokens: int, context: float) -> float:
+        """FLOPs of QKᵀ and AV for ``query_tokens`` new tokens attending to ``context`` tokens
+        (per sequence, all layers)."""
+        return 4.0 * self.layers * self.heads * self.head_dim * query_tokens * context
+
+    def kv_bytes_per_token(self, precision: str = "fp16") -> float:
+        """KV-cache bytes one token adds in one sequence (K and V, all layers, all KV heads)."""
+        return 2.0 * self.layers * self.kv_heads * self.head_dim * KV_BYTES[precision]
+
+    def kv_cache_bytes(self, batch: int, context: int, precision: str = "fp16",
+                       block: int | None = None) -> float:
+        """KV cache of ``batch`` sequences of ``context`` tokens: windowed layers keep at most
+        ``sliding_window`` tokens; with ``block`` (vLLM: 16) each sequence's tokens are rounded
+        up to whole blocks."""
+        per_layer = 2.0 * self.kv_heads * self.head_dim * KV_BYTES[precision]
+
+        def tokens(n: int) -> int:
+            return math.ceil(n / block) * block if block else n
+
+        full = (self.layers - self.windowed_layers) * tokens(context)
+        windowed = self.windowed_layers * tokens(min(context, self.sliding_window or context))
+        return batch * per_layer * (full + windowed)
+
+    def weight_bytes(self, precision: str = "fp16") -> float:
+        return self.params * WEIGHT_BYTES[precision]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _get(config, *names, default=None):
+    for n in names:
+        v = getattr(config, n, None)
+        if v is not None:
+            return v
+    return default
+
+
+def arch_from_config(config, model_id: str, params: int, expert_params: int,
+                     embedding_params: int) -> LLMArch:
+    """:class:`LLMArch` of a transformers ``config`` (text part of a vision-language one) with
+    the parameter counts given."""
+    text = getattr(config, "text_config", None) or config
+    if getattr(text, "is_encoder_decoder", False):
+        raise ModelSpecError(f"{model_id} is an encoder-decoder model; --mode generate covers "
+                             f"decoder-only LLMs")
+    layers = _get(text, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _get(text, "hidden_size", "n_embd", "d_model")
+    heads = _get(text, "num_attention_heads", "n_head")
+    if not (layers and hidden and heads):
+        raise ModelSpecError(f"{model_id}: the config has no layer count, hidden size or heads; "
+                             f"not a decoder LLM perfcast can serve")
+    kv = _get(text, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if kv is None:
+        kv = 1 if getattr(text, "multi_query", False) else heads
+    head_dim = _get(text, "head_dim") or hidden // heads
+    inter = _get(text, "intermediate_size", "n_inner", "ffn_dim", "d_ff") or 4 * hidden
+    experts = int(_get(text, "num_local_experts", "num_experts", default=0) or 0)
+    k = int(_get(text, "num_experts_per_tok", "num_experts_per_token", default=0) or 0)
+    window = _get(text, "sliding_window")
+    mtype = str(getattr(text, "model_type", "") or getattr(config, "model_type", ""))
+    windowed = 0
+    if window and getattr(text, "use_sliding_window", True) is not False:
+        # Gemma-2 alternates local (windowed) and global layers; Mistral/Mixtral window all
+        windowed = layers // 2 if mtype.startswith("gemma2") else layers
+    maxpos = _get(text, "max_position_embeddings", "n_positions", "max_sequence_length",
+                  "seq_length")
+    return LLMArch(model_id=model_id, model_type=mtype, layers=int(layers), hidden=int(hidden),
+                   heads=int(heads), kv_heads=int(kv), head_dim=int(head_dim),
+                   intermediate=int(inter), vocab=int(_get(text, "vocab_size", default=0)),
+                   max_positions=int(maxpos) if maxpos else None, experts=experts,
+                   experts_per_token=k if experts > 1 else 0,
+                   sliding_window=int(window) if windowed else None, windowed_layers=windowed,
+                   params=int(params), expert_params=int(expert_params),
+                   embedding_params=int(embedding_params))
+
+
+def _count(model) -> tuple[int, int, int]:
+    """(all, routed-expert, input-embedding) parameters of a model built on ``meta``; tied
+    weights counted once."""
+    seen, total, experts = set(), 0, 0
+    for name, p in model.named_parameters(remove_duplicate=True):
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        if ".experts." in name or name.split(".")[-2:-1] == ["experts"]:
+            experts += p.numel()
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    emb_params = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
+    return total, experts, emb_params
+
+
+def _cache_file(config, model_id: str):
+    from perfcast.paths import cache_dir
+
+    doc = json.dumps(config.to_dict(), sort_keys=True, default=str)
+    key = hashlib.sha256(f"{model_id}\n{doc}".encode()).hexdigest()[:24]
+    return cache_dir().parent / "llm" / f"{key}.json"
+
+
+@lru_cache(maxsize=64)
+def llm_arch(spec: str) -> LLMArch:
+    """:class:`LLMArch` of ``hf:ID`` / ``hf:path/config.json`` (shipped configs offline; see
+    :func:`perfcast.zoo.hf.resolve_hf_config`)."""
+    from perfcast.paths import write_file_atomically
+    from perfcast.zoo.hf import build_hf_model, resolve_hf_config
+
+    text = spec[3:] if spec.startswith("hf:") else spec
+    config, model_id = resolve_hf_config(text)
+    path = _cache_file(config, model_id)
+    if path.is_file():
+        try:
+            return LLMArch(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)  # damaged: rebuilt below
+    model = build_hf_model(config, "infer")
+    total, experts, emb = _count(model)
+    arch = arch_from_config(config, model_id, total, experts, emb)
+    try:
+        write_file_atomically(path, json.dumps(arch.to_dict(), indent=1))
+    except OSError:
+        pass  # a read-only cache only costs time
+    return arch
+
+
+def check_generation(arch: LLMArch, input_len: int, output_len: int, tensor_parallel: int,
+                     precision: str) -> None:
+    """Raise :class:`PerfcastError` (exit 2) for a request the model cannot serve: a context
+    beyond its positions, tensor parallelism that does not divide its heads."""
+    if arch.max_positions and input_len + output_len > arch.max_positions:
+        raise PerfcastError(f"{arch.model_id} holds at most {arch.max_positions:,} positions; "
+                            f"input {input_len:,} + output {output_len:,} = "
+                            f"{input_len + output_len:,} tokens")
+    if arch.heads % tensor_parallel:
+        raise PerfcastError(f"--tensor-parallel {tensor_parallel} does not divide "
+                            f"{arch.model_id}'s {arch.heads} attention heads "
+                            f"(use one of {', '.join(str(t) for t in range(1, 17) if arch.heads % t == 0)})")
+    if precision not in WEIGHT_BYTES:
+        raise PerfcastError(f"unknown serving precision {precision!r}")
+
+
+__all__ = ["KV_BYTES", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES", "arch_from_config",
+           "check_generation", "llm_arch"]
