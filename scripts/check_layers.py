@@ -22,6 +22,7 @@ from pathlib import Path
 #: Rooms from the bottom up; a room may import only rooms listed before it (and itself).
 LAYERS: tuple[tuple[str, str], ...] = (
     ("errors", "user-facing errors and exit codes"),
+    ("_signals", "SIGTERM as Ctrl-C in the CLI's own process, installed before anything heavy"),
     ("_version", "version string"),
     ("paths", "where perfcast reads and writes (env overrides)"),
     ("ops", "the canonical operator vocabulary"),

@@ -222,11 +222,14 @@ def test_overlapped_simulation_matches_inline(use_shipped):
                                               input_size="3,64,64"))
 
 
-def test_simulation_job_reports_errors():
+def test_simulation_job_reports_errors(monkeypatch):
     from perfcast.errors import PerfcastError
     from perfcast.memory.cache import SimulationJob
     from perfcast.workload import Workload
 
+    # an earlier test may have marked forking unsafe in this process (autograd threads): the
+    # job must still start, and report the error whichever side runs the simulation
+    monkeypatch.setattr(SimulationJob, "_fork_unsafe", False)
     job = SimulationJob.start(Workload.of("timm:no_such_net_xyz", batch_size=1))
     assert job is not None
     with pytest.raises(PerfcastError, match="no_such_net_xyz"):

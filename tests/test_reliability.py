@@ -107,7 +107,7 @@ def test_sigterm_in_forked_child_is_quiet():
     overlapped memory simulation) that gets SIGTERM ends by the signal, printing nothing."""
     code = (
         "import os, signal, sys, time\n"
-        "import perfcast.cli as c\n"
+        "import perfcast._signals as c\n"
         "c._MAIN_PID = os.getpid()\n"
         "signal.signal(signal.SIGTERM, c._terminate)\n"
         "pid = os.fork()\n"
@@ -150,9 +150,17 @@ def test_interrupted_save_leaves_no_half_file(tmp_path, sig):
         p.send_signal(sig)
         _, err = p.communicate(timeout=120)
         results.append(p.returncode)
-        assert p.returncode in (0, 130), err
+        if p.returncode == -sig:
+            # the signal came while the interpreter itself was starting, before perfcast's first
+            # line (a loaded CI machine): default action, nothing printed, nothing written
+            assert err == "" and not out.exists(), err
+            continue
+        # -SIGINT after "interrupted": CPython ends a `python -m` run by SIGINT when a
+        # KeyboardInterrupt passed through an exec'd string on its way (e.g. a dataclass being
+        # created during an import); a shell reports that as exit status 130 too
+        assert p.returncode in (0, 130, -signal.SIGINT), err
         assert "Traceback" not in err
-        if p.returncode == 130:
+        if p.returncode != 0:
             assert err.strip().splitlines()[-1] == "interrupted", err
         if out.exists():
             from perfcast.graph import ModelGraph

@@ -42,22 +42,6 @@ def version():
     out.print(__version__)
 
 
-_MAIN_PID: int | None = None
-
-
-def _terminate(signum, frame):
-    """SIGTERM in the CLI's own process: clean up like Ctrl-C. A forked child (a process
-    pool worker, the overlapped memory simulation) inherits the handler: there it restores
-    the default action and re-sends the signal — the child ends quietly, no traceback."""
-    import signal
-
-    if os.getpid() != _MAIN_PID:
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return
-    raise KeyboardInterrupt
-
-
 def _notes_to_stderr() -> None:
     """Library warnings (logger ``perfcast``, e.g. a damaged cache entry that was rebuilt) as
     one-line ``note:`` messages on stderr."""
@@ -86,14 +70,9 @@ def _notes_to_stderr() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, documented exit codes."""
-    import signal
+    from perfcast._signals import install
 
-    global _MAIN_PID
-    try:
-        _MAIN_PID = os.getpid()
-        signal.signal(signal.SIGTERM, _terminate)  # `kill` cleans up like Ctrl-C
-    except ValueError:  # not the main thread
-        pass
+    install()  # `kill` cleans up like Ctrl-C (already done by the console script; idempotent)
     _notes_to_stderr()
     try:
         rc = app(args=argv, standalone_mode=False)  # typer returns Exit codes (130 on Ctrl-C)

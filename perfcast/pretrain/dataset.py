@@ -108,9 +108,19 @@ def load_corpus(corpus_dir: str | os.PathLike, limit: int | None = None,
     if workers > 1 and n > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(workers) as pool:
+        # not ``with Pool``: its exit *terminates* the workers, and a worker killed while it
+        # holds the task queue's lock leaves another blocked on it for ever (seen in the test
+        # suite); after the last result the workers are idle, so close and join them
+        pool = mp.get_context("fork").Pool(workers)
+        try:
             for i, item in enumerate(pool.imap(_read, files, chunksize=8), 1):
                 add(i, item)
+            pool.close()
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
     else:
         for i, p in enumerate(files, 1):
             add(i, _read(p))

@@ -210,19 +210,24 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
                               []).append(it)
         ctx = mp.get_context("fork")
         i = 0
-        with ctx.Pool(max(1, workers), initializer=_worker_init, maxtasksperchild=25) as pool:
-            try:
-                for rows in pool.imap_unordered(
-                        _build_group, [(g, str(out), timeout_s) for g in groups.values()]):
-                    for row in rows:
-                        i += 1
-                        w.writerow(row)
-                        counts[row["status"]] = counts.get(row["status"], 0) + 1
-                        if progress:
-                            progress(i, len(todo), row)
-                    f.flush()
-                    os.fsync(f.fileno())  # each finished group on disk (resumable)
-            except KeyboardInterrupt:
-                pool.terminate()
-                raise
+        # close + join after the last result (``with Pool`` would terminate idle workers, and a
+        # worker killed while it holds the task queue's lock can block another for ever)
+        pool = ctx.Pool(max(1, workers), initializer=_worker_init, maxtasksperchild=25)
+        try:
+            for rows in pool.imap_unordered(
+                    _build_group, [(g, str(out), timeout_s) for g in groups.values()]):
+                for row in rows:
+                    i += 1
+                    w.writerow(row)
+                    counts[row["status"]] = counts.get(row["status"], 0) + 1
+                    if progress:
+                        progress(i, len(todo), row)
+                f.flush()
+                os.fsync(f.fileno())  # each finished group on disk (resumable)
+            pool.close()
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
     return counts
