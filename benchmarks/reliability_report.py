@@ -67,9 +67,12 @@ def run_rows() -> list[dict]:
     return rows
 
 
-def run_items(fuzz: bool) -> tuple[list[dict], dict]:
+def run_items(fuzz: bool) -> tuple[list[dict], dict, dict]:
+    """Run the test files of :data:`ITEM_TESTS` (slow ones included): their outcomes, the fuzz
+    cases by target and exit code, and the plausibility tests' request counts."""
     out = []
     fuzz_counts: dict = {}
+    request_counts: dict = {}
     for item, path in ITEM_TESTS:
         if not (REPO / path).exists():
             out.append({"item": item, "file": path, "tests": [], "missing": True})
@@ -80,7 +83,8 @@ def run_items(fuzz: bool) -> tuple[list[dict], dict]:
         with tempfile.TemporaryDirectory() as d:
             xml = Path(d) / "junit.xml"
             counts = Path(d) / "fuzz.json"
-            env = {**os.environ, "FUZZ_REPORT": str(counts)}
+            requests = Path(d) / "plausibility.json"
+            env = {**os.environ, "FUZZ_REPORT": str(counts), "PLAUSIBILITY_REPORT": str(requests)}
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             "-m", "slow or not slow", path, f"--junitxml={xml}"], cwd=REPO,
@@ -98,13 +102,16 @@ def run_items(fuzz: bool) -> tuple[list[dict], dict]:
                               "seconds": float(tc.get("time", 0)), "reason": reason})
             if counts.exists():
                 fuzz_counts = json.loads(counts.read_text())
+            if requests.exists():
+                request_counts = json.loads(requests.read_text())
         out.append({"item": item, "file": path, "tests": tests, "seconds": round(secs)})
         print(f"{path}: {sum(t['status'] == 'passed' for t in tests)}/{len(tests)} passed",
               flush=True)
-    return out, fuzz_counts
+    return out, fuzz_counts, request_counts
 
 
-def write(rows: list[dict], items: list[dict], fuzz: dict, seconds: float, cmd: str) -> Path:
+def write(rows: list[dict], items: list[dict], fuzz: dict, seconds: float, cmd: str,
+          requests: dict | None = None) -> Path:
     lines = ["# Reliability: hostile and careless inputs (issue #23)", "",
              f"`{cmd}` ({time.strftime('%Y-%m-%d', time.gmtime())}, {seconds:.0f} s). Each row "
              "runs the real console script in a fresh process with an empty graph cache; its "
@@ -139,6 +146,12 @@ def write(rows: list[dict], items: list[dict], fuzz: dict, seconds: float, cmd: 
             outcome = t["status"] + (f" ({t['reason']})" if t["reason"] else "")
             lines.append(f"| `{t['name']}` | {outcome} | {t['seconds']:.1f} |")
         lines.append("")
+        if it["file"].endswith("test_plausibility.py") and requests:
+            lines += [f"Requests whose every property was checked (counted by the tests): "
+                      f"{requests['requests checked']:,} ({requests['distinct requests']:,} "
+                      f"distinct; {requests['models']} models, {requests['devices']} devices, "
+                      f"{requests['batches']} batch sizes), plus {requests['fit searches']} "
+                      f"`fit` searches.", ""]
     if fuzz:
         total = sum(v["cases"] for v in fuzz.values())
         lines += ["### Fuzz cases by target and exit code", "",
@@ -160,10 +173,10 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     rows = run_rows()
-    items, fuzz = run_items(fuzz=not args.no_fuzz)
+    items, fuzz, requests = run_items(fuzz=not args.no_fuzz)
     cmd = ".venv/bin/python benchmarks/reliability_report.py" + (
         " --no-fuzz" if args.no_fuzz else "")
-    print(write(rows, items, fuzz, time.perf_counter() - t0, cmd))
+    print(write(rows, items, fuzz, time.perf_counter() - t0, cmd, requests))
 
 
 if __name__ == "__main__":

@@ -394,3 +394,107 @@ def test_torch_export_under_fake_tensor_mode(spec):
         ep = torch.export.export(wrapper, args, strict=False)
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert any("linear" in t or "addmm" in t or "mm" in t for t in targets)
+
+
+# --------------------------------------------------------------------------- nonsense values
+# Fuzz findings (issue #23, tests/test_fuzz.py): config values transformers accepts but that no
+# model has. Each was an internal error (exit 1), a hang, a silent exit 0 or a "could not trace"
+# (exit 3); each is now exit 2, one line, naming the key as the file spells it.
+
+
+def _tiny_gpt2(tmp_path, **changes) -> str:
+    """``hf:<path>`` of the shipped gpt2 config shrunk to 1 layer × 32 wide, with ``changes``
+    (a value ``...`` deletes the key)."""
+    data = json.loads((hf.CONFIG_DIR / "gpt2.json").read_text())
+    data.update(n_layer=1, n_embd=32, n_head=2, vocab_size=128, n_positions=64)
+    for key, value in changes.items():
+        if value is ...:
+            del data[key]
+        else:
+            data[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    return f"hf:{path}"
+
+
+def _inspect(spec: str, capsys, *extra: str) -> tuple[int, str]:
+    from perfcast.cli import main
+
+    rc = main(["inspect", spec, "--json", "--seq-len", "8", *extra])
+    return rc, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"architectures": [1, 2]}, "'architectures' must be a list of class names"),
+    ({"architectures": 7}, "'architectures' must be a list of class names"),
+    ({"architectures": "GPT2LMHeadModel"}, "'architectures' must be a list of class names"),
+    ({"model_type": ["gpt2"]}, "'model_type' must be a string"),
+])
+def test_malformed_type_fields_are_bad_input(tmp_path, capsys, changes, message):
+    """Was ``internal error: TypeError: 'int' object is not iterable`` / ``attribute name must
+    be string`` / ``unhashable type: 'list'`` (exit 1)."""
+    rc, err = _inspect(_tiny_gpt2(tmp_path, **changes), capsys)
+    assert rc == 2, err
+    assert message in err and "internal error" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"n_layer": 2**31}, "'n_layer' (layers) is 2,147,483,648, beyond perfcast's limit of 1,024"),
+    ({"n_layer": 10**12}, "'n_layer' (layers) is 1,000,000,000,000, beyond"),
+    ({"n_layer": -1}, "'n_layer' (layers) must be an integer ≥ 1, got -1"),
+    ({"n_head": -1}, "'n_head' (attention heads) must be an integer ≥ 1, got -1"),
+    ({"n_embd": 0}, "'n_embd' (a size) must be an integer ≥ 1, got 0"),
+    ({"vocab_size": 0}, "'vocab_size' (a size) must be an integer ≥ 1, got 0"),
+    ({"n_embd": 2**31}, "'n_embd' (a size) is 2,147,483,648, beyond perfcast's limit"),
+    ({"activation_function": "gelux"}, "'activation_function' is 'gelux', an activation "
+                                       "transformers does not know — did you mean 'gelu'?"),
+    ({"attn_pdrop": 2}, "'attn_pdrop' is a dropout probability: it must be between 0 and 1"),
+    ({"n_head": [2, 0]}, "'n_head' (attention heads) must be an integer ≥ 1, got 0"),
+    ({"text_config": {"num_hidden_layers": 0, "num_attention_heads": 2}},
+     "'text_config.num_hidden_layers' (layers) must be an integer ≥ 1, got 0"),
+    ({"text_config": {"num_attention_heads": 12, "num_key_value_heads": 5}},
+     "'text_config.num_attention_heads' (12) is not divisible by "
+     "'text_config.num_key_value_heads' (5)"),
+])
+def test_nonsense_config_values_name_the_key(tmp_path, capsys, changes, message):
+    """n_layer 2**31 hung (the tracer built every layer); n_layer -1 and vocab_size 0 answered
+    (exit 0); n_head -1 was "could not trace" (exit 3); the others named no key."""
+    t0 = time.perf_counter()
+    rc, err = _inspect(_tiny_gpt2(tmp_path, **changes), capsys, "--mode", "train", "-b", "2")
+    assert rc == 2, err
+    assert message in err and len(err.splitlines()) == 1, err
+    assert time.perf_counter() - t0 < 10  # refused before building anything
+
+
+def test_checks_leave_real_configs_alone():
+    """No false alarm: the default config of every model type transformers has (820+, among
+    them per-stage head lists, a dict of layer counts, 16,384 experts, a float position count,
+    a head_dim of 0 meaning "derived") and values at the edge of the limits pass the checks.
+    (Every shipped config also builds: test_every_shipped_config_builds_on_meta.)"""
+    from transformers import CONFIG_MAPPING
+
+    checked = 0
+    for model_type in list(CONFIG_MAPPING.keys()):
+        try:
+            data = CONFIG_MAPPING[model_type]().to_dict()
+        except Exception:  # noqa: BLE001 - a few need arguments; not ours to judge
+            continue
+        hf._check_values(data, model_type)
+        checked += 1
+    assert checked > 500
+    hf._check_values({"n_layer": hf.MAX_LAYERS, "n_embd": 16384, "n_head": 128,
+                      "num_key_value_heads": 8, "vocab_size": 256000,
+                      "n_positions": 10_485_760}, "edge.json")
+
+
+@pytest.mark.parametrize("changes", [{"n_head": ...}, {"n_head": 3}])
+def test_config_the_model_constructor_refuses(tmp_path, capsys, changes):
+    """The boundary with transformers' own constructor: a config that passes perfcast's checks
+    but that the model raises on (here 32 wide with 12 — the default — or 3 heads: GPT-2 needs
+    a whole head size, Llama-style models floor it) is the config's fault: exit 2 saying so,
+    with the model's own reason."""
+    rc, err = _inspect(_tiny_gpt2(tmp_path, **changes), capsys)
+    assert rc == 2, err
+    assert "the transformers model GPT2LMHeadModel refused it: `embed_dim` must be divisible " \
+           "by num_heads" in err
+    assert len(err.splitlines()) == 1 and f"hf config {tmp_path.name}: " in err  # the model id

@@ -505,3 +505,23 @@ def test_symbolic_dims_seq_len_binds_token_inputs(tmp_path: Path) -> None:
         graph_from_onnx(path)
     g = graph_from_onnx(path, batch_size=4, seq_len=12)
     assert g.meta.input_shapes == [(4, 12), (4, 12)]
+
+
+def test_non_utf8_name_is_a_damaged_file(tmp_path: Path, capsys) -> None:
+    """Fuzz finding (issue #23): ONNX's proto2 strings come back from protobuf as ``bytes`` when
+    they are not valid UTF-8; a flipped byte in a node's name or input reached the graph and
+    failed writing its cache entry (``internal error: TypeError: Object of type bytes is not
+    JSON serializable``, exit 1). Now the load names the field, exit 2."""
+    from perfcast.cli import main
+
+    raw = _save(_cnn_graph(), tmp_path / "ok.onnx").read_bytes()
+    assert raw.count(b"pool") == 1  # the MaxPool node's name (op types spell "Pool")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(raw.replace(b"pool", b"\xf1ool"))  # same length: the protobuf stays valid
+    with pytest.raises(ModelSpecError, match=r"graph\.node\[2\]\.name is not valid UTF-8"):
+        graph_from_onnx(bad)
+    assert main(["inspect", str(bad), "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "internal error" not in err
+    assert "not a valid ONNX model" in err and "not valid UTF-8" in err
+    assert main(["inspect", str(tmp_path / "ok.onnx"), "--json"]) == 0  # good files pass

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import json
 import math
+import os
 import shutil
 import tempfile
 from functools import cache
@@ -64,6 +65,13 @@ LAUNCH_S = {"gpu": 5e-6, "cpu": 1e-6}
 
 SETTINGS = {"deadline": None, "derandomize": True, "database": None,
             "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
+
+#: Acceptance of issue #23: the properties hold over at least this many generated requests.
+MIN_REQUESTS = 500
+#: Every request whose prediction :func:`check_request` checked (one entry per check), and the
+#: ``fit`` searches, in order — counted, not inferred from ``max_examples``.
+CHECKED: list[tuple] = []
+FIT_SEARCHES: list[tuple] = []
 
 requests = st.fixed_dictionaries({
     "model": st.sampled_from(MODELS), "device": st.sampled_from(DEVICES),
@@ -125,6 +133,7 @@ def _predict(r: dict, **kw):
 
 def check_request(r: dict, p) -> None:
     """Every per-request property of the module docstring, for prediction ``p`` of ``r``."""
+    CHECKED.append(tuple(r[k] for k in ("model", "device", "batch_size", "mode", "precision")))
     dev = get_device(r["device"])
     # time: always answered, never below the physical floor
     assert p.time_ms is not None and math.isfinite(p.time_ms) and p.time_ms > 0, p.notes
@@ -181,6 +190,7 @@ def test_time_is_monotone_in_batch(r, other):
 def test_fit_answers_only_batches_that_fit(model, device, mode, precision, margin):
     from perfcast.decisions.fit import max_batch_size
 
+    FIT_SEARCHES.append((model, device, mode, precision, margin))
     r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin)
     assert r.capacity_mb == get_device(device).memory_mb
     if r.max_batch_size is None:
@@ -208,3 +218,19 @@ def test_the_issue_examples():
     # a tiny model: never below one launch per kernel
     q = perfcast.predict(MODELS[1], device="h100-sxm", batch_size=1, precision="amp")
     assert q.time_ms >= time_floor_ms(MODELS[1], "h100-sxm", 1, "infer", "amp") > 0.2
+
+
+def test_request_count():
+    """Reported by the run (after the property tests above): the requests whose every property
+    was checked — at least :data:`MIN_REQUESTS` when the whole file runs. Written as JSON to
+    ``$PLAUSIBILITY_REPORT`` for ``benchmarks/reliability_report.py``."""
+    counts = {"requests checked": len(CHECKED), "distinct requests": len(set(CHECKED)),
+              "fit searches": len(FIT_SEARCHES),
+              "models": len({c[0] for c in CHECKED}), "devices": len({c[1] for c in CHECKED}),
+              "batches": len({c[2] for c in CHECKED})}
+    print(counts)
+    if os.environ.get("PLAUSIBILITY_REPORT"):
+        Path(os.environ["PLAUSIBILITY_REPORT"]).write_text(json.dumps(counts))
+    if not CHECKED:
+        pytest.skip("run with the property tests of this file (nothing was checked)")
+    assert len(CHECKED) >= MIN_REQUESTS, counts

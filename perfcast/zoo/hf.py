@@ -60,6 +60,31 @@ DEFAULT_SEQ_LEN = 128
 
 CONFIG_DIR = package_data("zoo", "hf_configs")
 
+#: Limits of :func:`_check_values`: far above any published model (Llama-3.1-405B: 126 layers,
+#: width 53,248, vocabulary 128,256; Doge: 16,384 experts), low enough that a config cannot
+#: make the tracer build a billion layers (tracing takes a fraction of a second per layer,
+#: more in training mode).
+MAX_LAYERS = 1024
+MAX_EXPERTS = 2**16
+MAX_WIDTH = 2**24
+MAX_POSITIONS = 2**31 - 1
+
+#: Config keys (as ``config.json`` files spell them) checked by :func:`_check_values`.
+_LAYER_KEYS = frozenset({"num_hidden_layers", "n_layer", "n_layers", "num_layers",
+                         "num_decoder_layers", "num_encoder_layers", "encoder_layers",
+                         "decoder_layers"})
+_EXPERT_KEYS = frozenset({"num_local_experts", "num_experts", "n_routed_experts"})
+_POSITION_KEYS = frozenset({"max_position_embeddings", "n_positions", "n_ctx"})
+_HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
+_HEAD_SIZE_KEYS = ("head_dim", "d_kv", "kv_channels", "attention_head_size")
+_KV_HEAD_KEYS = ("num_key_value_heads", "n_kv_heads")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+              "decoder_attention_heads", *_KV_HEAD_KEYS)
+_WIDTH_KEYS = frozenset({*_HIDDEN_KEYS, "intermediate_size", "n_inner",
+                         "hidden_dim", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim",
+                         "vocab_size"})
+_ACTIVATION_KEYS = frozenset({"hidden_act", "activation_function", "hidden_activation"})
+
 #: ``architectures`` entries of old public configs that no longer exist in ``transformers``.
 _RENAMED_ARCHITECTURES = {
     "T5WithLMHeadModel": "T5ForConditionalGeneration",
@@ -108,6 +133,15 @@ def _config_from_dict(data: dict[str, Any], source: str):
     model_type = data.get("model_type")
     if not model_type:
         raise ModelSpecError(f"{source} has no 'model_type'; pass a Hugging Face config.json")
+    if not isinstance(model_type, str):
+        raise ModelSpecError(f"{source}: 'model_type' must be a string such as \"gpt2\", got "
+                             f"{_value_text(model_type)}")
+    archs = data.get("architectures")
+    if archs is not None and (not isinstance(archs, list)
+                              or not all(isinstance(a, str) for a in archs)):
+        raise ModelSpecError(f"{source}: 'architectures' must be a list of class names such as "
+                             f"[\"GPT2LMHeadModel\"], got {_value_text(archs)}")
+    _check_values(data, source)
     try:
         config_class = CONFIG_MAPPING[model_type]
     except KeyError:
@@ -123,6 +157,88 @@ def _config_from_dict(data: dict[str, Any], source: str):
         raise ModelSpecError(f"{source}: invalid {model_type} config: {_one_line(exc)}") from exc
 
 
+def _check_values(data: dict[str, Any], source: str, prefix: str = "") -> None:
+    """Refuse config values no real model has, naming the key as the file spells it: sizes
+    (layers, widths, heads, vocabulary, positions, experts) that are not positive integers or
+    are beyond :data:`MAX_LAYERS` / :data:`MAX_EXPERTS` / :data:`MAX_WIDTH` /
+    :data:`MAX_POSITIONS`, query heads not divisible by key/value heads, a dropout probability
+    outside [0, 1], an activation transformers does not know. Nested sub-configs
+    (``text_config``, ``encoder`` …) are checked the same way. transformers itself checks the
+    types of its fields; these are values it accepts and then fails on deep inside the model,
+    silently builds into nonsense (-1 layers) or traces for ever (a billion layers)."""
+    def q(key: str) -> str:
+        return repr(f"{prefix}{key}")
+
+    def size(key: str, value: Any, low: int, limit: int, what: str) -> None:
+        if value is None:
+            return
+        if isinstance(value, (list, dict)) and value:  # per stage / part: Swin's "num_heads":
+            for v in (value.values() if isinstance(value, dict) else value):  # [3, 6, 12, 24]
+                size(key, v, low, limit, what)
+            return
+        if isinstance(value, float) and value.is_integer():  # 1200.0 (MusicFlamingo)
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ModelSpecError(f"{source}: {q(key)} ({what}) must be an integer ≥ {low}, got "
+                                 f"{_value_text(value)}")
+        if value > limit:
+            raise ModelSpecError(f"{source}: {q(key)} ({what}) is {value:,}, beyond perfcast's "
+                                 f"limit of {limit:,} (published models stay far below it)")
+
+    for key, value in data.items():
+        if key in _LAYER_KEYS:
+            size(key, value, 1, MAX_LAYERS, "layers")
+        elif key in _EXPERT_KEYS:
+            size(key, value, 0, MAX_EXPERTS, "experts")
+        elif key in _POSITION_KEYS:
+            size(key, value, 1, MAX_POSITIONS, "positions")
+        elif key in _HEAD_SIZE_KEYS:  # 0: derived from the other sizes (e.g. GLM-5 "next")
+            size(key, value, 0, MAX_WIDTH, "a size")
+        elif key in _WIDTH_KEYS:
+            size(key, value, 1, MAX_WIDTH, "a size")
+        elif key in _HEAD_KEYS:
+            size(key, value, 1, MAX_WIDTH, "attention heads")
+        elif (("dropout" in key or "pdrop" in key) and isinstance(value, (int, float))
+              and not isinstance(value, bool) and not 0 <= value <= 1):
+            raise ModelSpecError(f"{source}: {q(key)} is a dropout probability: it must be "
+                                 f"between 0 and 1, got {_value_text(value)}")
+        elif key in _ACTIVATION_KEYS and isinstance(value, str):
+            import difflib
+
+            from transformers.activations import ACT2FN
+
+            if value not in ACT2FN:
+                near = difflib.get_close_matches(value, list(ACT2FN), n=1)
+                raise ModelSpecError(f"{source}: {q(key)} is {value!r}, an activation "
+                                     f"transformers does not know"
+                                     + (f" — did you mean {near[0]!r}?" if near else "")
+                                     + f" (use {', '.join(sorted(ACT2FN))})")
+    # hidden size % heads is left to the model: GPT-2 and BERT refuse a remainder (exit 2 with
+    # their message, see build_hf_model), Llama-style models floor the head size and build.
+    for key in _HEAD_KEYS:
+        heads = data.get(key)
+        if not isinstance(heads, int) or key in _KV_HEAD_KEYS:
+            continue
+        for kv_key in _KV_HEAD_KEYS:
+            kv = data.get(kv_key)
+            if isinstance(kv, int) and heads % kv:
+                raise ModelSpecError(f"{source}: {q(key)} ({heads}) is not divisible by "
+                                     f"{q(kv_key)} ({kv}): each key/value head serves a whole "
+                                     f"group of query heads")
+    for key, value in data.items():
+        if isinstance(value, dict) and (key.endswith("_config") or key in ("encoder", "decoder")):
+            _check_values(value, source, f"{prefix}{key}.")
+
+
+def _value_text(value: Any) -> str:
+    """A config value as the user wrote it (JSON), cut to one short line."""
+    try:
+        text = json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _load_json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -135,6 +251,13 @@ def _load_json(path: Path) -> dict[str, Any]:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _exc_text(exc: BaseException) -> str:
+    """``_one_line`` with the exception type when the message alone says nothing (a
+    ``KeyError('abc')`` reads ``'abc'``)."""
+    text = _one_line(exc)
+    return f"{type(exc).__name__}: {text}" if isinstance(exc, (KeyError, IndexError)) else text
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -210,7 +333,8 @@ def resolve_hf_config(spec: str) -> tuple[transformers.PretrainedConfig, str]:
     if path.is_file():
         data = _load_json(path)
         config = _config_from_dict(data, str(path))
-        model_id = (data.get("_name_or_path") if isinstance(data, dict) else None) or (
+        named = data.get("_name_or_path")  # a dict: _config_from_dict checked it
+        model_id = (named.strip() if isinstance(named, str) else "") or (
             path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         )
         config._name_or_path = str(model_id)
@@ -294,6 +418,11 @@ def build_hf_model(config, mode: str = "infer", *, dtype: torch.dtype | None = N
         "attn_implementation": attn,
         "dtype": torch.get_default_dtype() if dtype is None else dtype,
     }
+    # The boundary between the user's config and transformers' own constructor: whatever the
+    # constructor raises on a config that passed _check_values is the config's fault (a value
+    # the model cannot be built with), so it is reported as such, exit 2.
+    refused = (f"hf config {getattr(config, 'name_or_path', '') or config.model_type}: the "
+               f"transformers model {cls.__name__} refused it")
     try:
         with torch.device("meta"):
             model = cls._from_config(config, **kwargs)
@@ -305,9 +434,9 @@ def build_hf_model(config, mode: str = "infer", *, dtype: torch.dtype | None = N
                 with torch.device("meta"):
                     model = cls._from_config(config, **kwargs)
             except Exception:  # noqa: BLE001
-                raise ModelSpecError(f"cannot build {cls.__name__}: {_one_line(exc)}") from exc
+                raise ModelSpecError(f"{refused}: {_exc_text(exc)}") from exc
         else:
-            raise ModelSpecError(f"cannot build {cls.__name__}: {_one_line(exc)}") from exc
+            raise ModelSpecError(f"{refused}: {_exc_text(exc)}") from exc
     if hasattr(model, "config"):
         model.config.use_cache = False
     _untie_t5_v1_1_head(model, config)

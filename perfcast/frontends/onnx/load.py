@@ -31,7 +31,35 @@ def _load(path: Path) -> ModelProto:
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ModelSpecError(f"not a valid ONNX model: {path} (no IR version or graph)")
+    where = _non_utf8_string(model)
+    if where is not None:
+        raise ModelSpecError(f"not a valid ONNX model: {path} ({where} is not valid UTF-8 — "
+                             f"the file is damaged or was not written by an ONNX exporter)")
     return model
+
+
+def _non_utf8_string(msg, where: str = "model") -> str | None:
+    """The first string field of ``msg`` (recursively) that is not valid UTF-8, as a readable
+    location (``"graph.node[2].input[0]"``), or ``None``. ONNX's protobuf schema is proto2, so
+    the Python runtime hands such a field back as ``bytes`` instead of failing to parse; names
+    are the graph's keys, so one of them would reach the graph (and its cache file) as bytes."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field, value in msg.ListFields():
+        path = f"{where}.{field.name}" if where != "model" else field.name
+        repeated = (field.is_repeated if hasattr(field, "is_repeated")  # protobuf ≥ 6
+                    else field.label == FieldDescriptor.LABEL_REPEATED)
+        values = list(enumerate(value)) if repeated else [(None, value)]
+        if field.type == FieldDescriptor.TYPE_STRING:
+            for i, v in values:
+                if not isinstance(v, str):
+                    return path if i is None else f"{path}[{i}]"
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            for i, v in values:
+                found = _non_utf8_string(v, path if i is None else f"{path}[{i}]")
+                if found is not None:
+                    return found
+    return None
 
 
 def _opset(model: ModelProto) -> int:
