@@ -47,10 +47,11 @@ LOCAL_CPU_KEY = "cpu"
 
 #: Precisions accepted by :meth:`Device.peak_tflops` ("amp" = FP16 tensor cores; "tf32" is a
 #: peak, not a workload precision — see :data:`perfcast.workload.PRECISIONS` for those).
-PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "amp", "bf16", "fp64")
+PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "fp32_matrix", "tf32", "fp16", "amp", "bf16", "fp64")
 
 _PRECISION_FIELD = {
     "fp32": "peak_fp32_tflops",
+    "fp32_matrix": "peak_fp32_matrix_tflops",
     "tf32": "peak_tf32_tflops",
     "fp16": "peak_fp16_tflops",
     "amp": "peak_fp16_tflops",
@@ -62,7 +63,8 @@ _KINDS = ("gpu", "cpu")
 
 #: Numbers that must be > 0 when given, with their unit (for messages).
 _POSITIVE_NUMBERS: dict[str, str] = {
-    "peak_fp32_tflops": "TFLOPS", "peak_tf32_tflops": "TFLOPS", "peak_fp16_tflops": "TFLOPS",
+    "peak_fp32_tflops": "TFLOPS", "peak_fp32_matrix_tflops": "TFLOPS",
+    "peak_tf32_tflops": "TFLOPS", "peak_fp16_tflops": "TFLOPS",
     "peak_bf16_tflops": "TFLOPS", "peak_fp64_tflops": "TFLOPS", "memory_gb": "GB",
     "bandwidth_gbs": "GB/s", "boost_clock_mhz": "MHz", "l2_mb": "MB", "tdp_w": "W",
 }
@@ -97,6 +99,9 @@ class Device:
     vendor: str = ""
     architecture: str = ""
     peak_fp32_tflops: float | None = None
+    # full-precision FP32 GEMMs on matrix cores (AMD CDNA MFMA, what rocBLAS SGEMM runs on);
+    # None where FP32 GEMMs run on the FP32 vector units (NVIDIA: TF32 is another precision)
+    peak_fp32_matrix_tflops: float | None = None
     peak_tf32_tflops: float | None = None
     peak_fp16_tflops: float | None = None
     peak_bf16_tflops: float | None = None
@@ -242,7 +247,8 @@ class Device:
         return self.sm_count if self.is_gpu else self.cores
 
     def peak_tflops(self, precision: str = "fp32") -> float | None:
-        """Peak TFLOPS at ``precision`` ("fp32" | "tf32" | "fp16" | "amp" | "bf16" | "fp64").
+        """Peak TFLOPS at ``precision`` ("fp32" | "fp32_matrix" | "tf32" | "fp16" | "amp" |
+        "bf16" | "fp64"; "fp32_matrix" = FP32 GEMMs on matrix cores, AMD CDNA).
 
         Falls back to the FP32 peak when the device has no number for a reduced precision (it
         then runs on the FP32 units); an unknown FP64 peak is ``None`` (FP64 is never faster).

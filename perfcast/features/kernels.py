@@ -12,7 +12,9 @@ sum of its kernels, each priced by the operator-level model
   no measurements of: depthwise / grouped convolutions, pooling, reductions, memory movement,
   embeddings, ``other``. View ops (``reshape``, ``transpose``, ``split`` …), constants and
   inference dropout launch nothing. Attention (``sdpa``) is lowered as the unfused
-  ``bmm → softmax → bmm``.
+  ``bmm → softmax → bmm`` in fp32 and as one fused GEMM-shaped kernel (``B·heads × S × Skv``
+  over ``K = d_qk + d_v``: the FLOPs of both products) in fp16 / bf16 / amp, where PyTorch
+  runs FlashAttention.
 * for a training step (``mode="train"``), the backward kernels are derived from the forward
   ones, as autograd would launch them: a GEMM's two gradient GEMMs (``dX = dY·Wᵀ``,
   ``dW = Xᵀ·dY``), a convolution's data and weight gradients (as implicit GEMMs), one
@@ -64,6 +66,10 @@ ELEMENTWISE = {
 NO_KERNEL = frozenset(VIEW_OPS | {"constant", "shape_of", "identity"})
 NORMS = frozenset({"layer_norm", "rms_norm", "group_norm", "instance_norm", "lp_normalize",
                    "local_response_norm"})
+#: Precisions whose attention (``sdpa``) runs as one fused kernel (FlashAttention needs fp16 /
+#: bf16 operands). In fp32 it is lowered unfused (``bmm → softmax → bmm``), as eager
+#: attention runs — what NeuSight's fp32 labels measured.
+FUSED_ATTENTION_PRECISIONS = frozenset({"amp", "fp16", "bf16"})
 #: Element-wise passes over the parameters per optimizer step.
 OPTIMIZER_PASSES = {"sgd": 1, "sgd-momentum": 2, "adam": 4, "adamw": 4, "none": 0}
 
@@ -142,6 +148,9 @@ def lower_node(op: str, in_shapes: list, out_shapes: list, attrs: dict[str, Any]
         s, d, skv = int(q[-2]), int(q[-1]), int(kk[-2])
         bh = max(1, _numel(q) // max(1, s * d))
         dv = int(in_shapes[2][-1])
+        if precision in FUSED_ATTENTION_PRECISIONS:
+            # flash attention: both products in one kernel, the S×Skv scores never leave the SM
+            return [_gemm("bmm", bh, s, skv, d + dv, precision, "forward", name)]
         return [_gemm("bmm", bh, s, skv, d, precision, "forward", name),
                 Kernel("softmax", "softmax", {"B": bh * s, "H": skv},
                        _dtype_bytes("softmax", precision), "forward", name),
@@ -236,6 +245,20 @@ def _lower(nodes, params: int, mode: str, precision: str, optimizer) -> list[Ker
     return fwd + bwd + opt
 
 
+#: Non-numeric columns of :func:`kernel_row`.
+_TEXT_COLUMNS = ("op", "kernel_class", "phase", "graph_op")
+
+
+def kernel_row(k: Kernel) -> dict[str, Any]:
+    """One kernel as a flat row: ``op``, ``kernel_class``, ``phase``, ``graph_op``,
+    ``dtype_bytes``, ``stream_bytes``, ``stream_flops`` and its dimensions."""
+    row = {"op": k.op, "kernel_class": k.kernel_class, "phase": k.phase, "graph_op": k.graph_op,
+           "dtype_bytes": k.dtype_bytes, "stream_bytes": k.stream_bytes,
+           "stream_flops": k.stream_flops}
+    row.update(k.dims)
+    return row
+
+
 @dataclass
 class KernelPlan:
     """A forward graph's nodes with every dimension affine in the batch size (see the module
@@ -294,6 +317,46 @@ class KernelPlan:
         """The kernel list at ``batch`` (see :func:`lower_graph`)."""
         return _lower(list(self.nodes_at(batch)), self.params, mode, precision, optimizer)
 
+    def kernel_table(self, batches, *, mode: str = "infer", precision: str = "fp32",
+                     optimizer: str | None = "sgd-momentum"):
+        """Every kernel at every batch of ``batches`` as one ``pandas.DataFrame`` (columns
+        ``batch``, ``item`` — the position in ``batches`` — and :func:`kernel_row`'s), in the
+        order of ``batches`` then :meth:`kernels`. Lowering is Python work per node; the kernel list at batch ≥ 2 is
+        affine in the batch like the plan (the lists at 2, 3 and 4 are checked to be — then
+        every other batch is arithmetic), so a batch grid costs three lowerings, not one per
+        batch. Where they are not (a node whose lowering changes with the batch) every batch
+        is lowered."""
+        import numpy as np
+        import pandas as pd
+
+        kw = {"mode": mode, "precision": precision, "optimizer": optimizer}
+        batches = [int(b) for b in batches]
+
+        def frame(b):
+            return pd.DataFrame([kernel_row(k) for k in self.kernels(b, **kw)])
+
+        parts: dict[int, pd.DataFrame] = {}
+        big = sorted({b for b in batches if b >= 2})
+        if len(big) > 3:
+            f2, f3, f4 = frame(2), frame(3), frame(4)
+            num = [c for c in f2.columns if c not in _TEXT_COLUMNS]
+            same = (len(f2) == len(f3) == len(f4) and list(f2.columns) == list(f3.columns)
+                    == list(f4.columns) and all(f2[c].equals(f3[c]) and f2[c].equals(f4[c])
+                                                for c in _TEXT_COLUMNS if c in f2))
+            if same:
+                a, d = f2[num].to_numpy(float), f3[num].to_numpy(float) - f2[num].to_numpy(float)
+                same = np.allclose(a + 2 * d, f4[num].to_numpy(float), rtol=1e-12, equal_nan=True)
+            if same:
+                for b in big:
+                    f = f2.copy()
+                    f[num] = a + d * (b - 2)
+                    parts[b] = f
+        for b in dict.fromkeys(batches):
+            if b not in parts:
+                parts[b] = frame(b)
+        return pd.concat([parts[b].assign(batch=b, item=i) for i, b in enumerate(batches)],
+                         ignore_index=True)
+
 
 __all__ = ["ELEMENTWISE", "KERNEL_CLASSES", "Kernel", "KernelPlan", "OPTIMIZER_PASSES",
-           "backward_of", "lower_graph", "lower_node", "optimizer_kernels"]
+           "backward_of", "kernel_row", "lower_graph", "lower_node", "optimizer_kernels"]

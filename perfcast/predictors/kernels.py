@@ -352,6 +352,19 @@ def _monotone(names: list[str], mode) -> str | None:
     return "(" + ",".join("1" if n in inc else "0" for n in names) + ")"
 
 
+def _conv_as_gemm(rows: pd.DataFrame) -> pd.DataFrame:
+    """Convolution rows as their implicit GEMM (``linear``: ``M = B·O², N = Co, K = Ci·R²``)."""
+    o = conv_output_size(rows["Input_Size"], rows["Kernel_Szie"], rows["Stride"],
+                         rows["Padding"])
+    out = rows.copy()
+    out["op"], out["kernel_class"] = "linear", "gemm"
+    out["B"] = 1.0
+    out["M"] = rows["B"].to_numpy(float) * o * o
+    out["N"] = rows["Output_Channel"].to_numpy(float)
+    out["K"] = rows["Input_Channel"].to_numpy(float) * rows["Kernel_Szie"].to_numpy(float) ** 2
+    return out
+
+
 # ---------------------------------------------------------------------------------------- model
 def _as_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if not isinstance(frame, pd.DataFrame):
@@ -421,6 +434,7 @@ class KernelModel:
         self.feature_names_: dict[str, list[str]] = {}
         self.trained_on_: dict[str, Any] = {}
         self.fit_seconds_: dict[str, float] = {}
+        self.domain_: dict[str, dict[str, Any]] = {}
         for i, kc in enumerate(todo):
             t0 = time.perf_counter()
             p = self._class_params(kc)
@@ -455,6 +469,11 @@ class KernelModel:
                 "ops": sorted(map(str, rows["op"].unique())) if "op" in rows.columns else [],
                 "sources": sorted({str(s).split("/")[0] for s in rows["source"]})
                 if "source" in rows.columns else []}
+            self.domain_[kc] = {d: float(rows[d].max()) for d in CLASS_DIMS[kc]
+                                if d in rows.columns}
+            if kc == "conv":
+                self.domain_[kc]["shapes"] = sorted(
+                    {(int(r), int(st)) for r, st in zip(rows["Kernel_Szie"], rows["Stride"])})
             self.fit_seconds_[kc] = round(time.perf_counter() - t0, 2)
             if progress:
                 progress(i + 1, len(todo))
@@ -493,16 +512,58 @@ class KernelModel:
         return tr / u
 
     def _predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """``(u, roofline_ms)`` per row. Rows inside the trained domain (:attr:`domain_`) are
+        asked directly. A larger GEMM / convolution is priced as ``n`` equal in-domain chunks run
+        one after another (``latency = n · chunk latency``: utilization saturates with the number of
+        waves, and a chunk of a big kernel is a kernel the model has measured); a convolution
+        whose kernel size / stride was never measured is priced as its implicit GEMM
+        (``M = B·O², N = Co, K = Ci·R²``). ``u`` is then the row's own roofline over that
+        latency (≤ 1)."""
         self._check_fitted()
         df = _as_frame(frame)
         u = np.full(len(df), np.nan)
         tr = np.full(len(df), np.nan)
         kcs = df["kernel_class"].to_numpy()
         for kc in pd.unique(kcs):
-            sel = kcs == kc
-            lu, t = self._log_u(str(kc), df[sel])
-            u[sel], tr[sel] = np.exp(lu), t
+            sel = np.flatnonzero(kcs == kc)
+            rows = df.iloc[sel]
+            domain = getattr(self, "domain_", {}).get(str(kc))
+            if not domain:
+                lu, t = self._log_u(str(kc), rows)
+                u[sel], tr[sel] = np.exp(lu), t
+                continue
+            _, t_full = kernel_features(str(kc), rows)
+            lat = np.empty(len(rows))
+            as_gemm = np.zeros(len(rows), bool)
+            if kc == "conv" and "gemm" in self.boosters_:
+                shapes = {tuple(x) for x in domain.get("shapes", [])}
+                as_gemm = np.array([(int(r), int(st)) not in shapes for r, st in
+                                    zip(rows["Kernel_Szie"], rows["Stride"])], bool)
+            if as_gemm.any():
+                lat[as_gemm] = self._chunked_latency("gemm", _conv_as_gemm(rows[as_gemm]))
+            if (~as_gemm).any():
+                lat[~as_gemm] = self._chunked_latency(str(kc), rows[~as_gemm])
+            lat = np.maximum(lat, t_full)
+            u[sel], tr[sel] = t_full / lat, t_full
         return u, tr
+
+    def _chunked_latency(self, kc: str, rows: pd.DataFrame) -> np.ndarray:
+        """Latency (ms) of rows of class ``kc`` as ``n`` in-domain chunks (see :meth:`_predict`).
+        Only GEMMs and convolutions are cut: their shape features (``M/N``, ``K/√MN``) leave the
+        measured range with the size, while a streaming kernel beyond it is priced well as it is
+        (its utilization is monotone in its size and flat beyond the data)."""
+        domain = getattr(self, "domain_", {}).get(kc, {})
+        rows = rows.copy()
+        n = np.ones(len(rows))
+        split = {"gemm": ("B", "M", "N", "K"), "conv": ("B", "Output_Channel")}.get(kc, ())
+        for d in split:
+            if d in domain and d in rows.columns:
+                v = rows[d].to_numpy(float)
+                k = np.maximum(1.0, np.ceil(v / domain[d]))
+                rows[d] = np.ceil(v / k)
+                n = n * k
+        lu, t = self._log_u(kc, rows)
+        return n * t / np.exp(lu)
 
     def predict_ms(self, op: str, dims: Mapping[str, Any], device, precision: str = "fp32"):
         """Latency (ms) of operator ``op`` (``"bmm"``, ``"linear"``, ``"conv"``, ``"ln"``,
@@ -536,7 +597,8 @@ class KernelModel:
                   "feature_version": FEATURE_VERSION, "params": self.get_params(),
                   "classes": list(self.boosters_), "feature_names": self.feature_names_,
                   "trained_on": self.trained_on_, "fit_seconds": self.fit_seconds_,
-                  "launch_us": LAUNCH_US, "winograd_gain": WINOGRAD_GAIN}
+                  "domain": getattr(self, "domain_", {}), "launch_us": LAUNCH_US,
+                  "winograd_gain": WINOGRAD_GAIN}
         from perfcast.paths import write_dir_atomically
 
         def fill(tmp: Path) -> None:
@@ -578,6 +640,8 @@ class KernelModel:
             obj.feature_names_[kc] = list(cfg["feature_names"][kc])
         obj.trained_on_ = cfg.get("trained_on", {})
         obj.fit_seconds_ = cfg.get("fit_seconds", {})
+        # trained dimension ranges (a model saved without them prices every row directly)
+        obj.domain_ = cfg.get("domain", {})
         return obj
 
     def __repr__(self) -> str:

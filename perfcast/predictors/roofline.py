@@ -161,8 +161,9 @@ def cost_time_ms(cost: GraphCost, batch: int, mode: str, precision: str, device,
 
 #: Precisions whose kernels a run at the key precision may use (the lower bound takes the fastest
 #: peak among them): fp32 convolutions and matmuls may run on TF32 tensor cores (cuDNN's default
-#: on Ampere and later); amp autocasts to fp16 or bf16.
-BOUND_PRECISIONS = {"fp32": ("fp32", "tf32"), "amp": ("fp32", "tf32", "fp16", "bf16"),
+#: on Ampere and later) or, on AMD CDNA, FP32 matrix cores; amp autocasts to fp16 or bf16.
+BOUND_PRECISIONS = {"fp32": ("fp32", "fp32_matrix", "tf32"),
+                    "amp": ("fp32", "fp32_matrix", "tf32", "fp16", "bf16"),
                     "fp16": ("fp32", "fp16"), "bf16": ("fp32", "bf16")}
 #: Allowance on the compute roof of :func:`time_lower_bound_ms`: fast convolution algorithms
 #: (Winograd, FFT) do fewer multiplications than the direct FLOP count and GPUs boost above the

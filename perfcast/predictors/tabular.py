@@ -257,7 +257,43 @@ class XGBoostPredictor(Predictor):
                 "max_depth": 6, "subsample": 0.8, "colsample_bytree": 0.8,
                 "min_child_weight": 1.0, "reg_lambda": 1.0, "n_jobs": 1, "seed": 0,
                 "warm_start": False, "warm_start_rounds": 50, "target_space": "log",
-                "memory_baseline": False}
+                "memory_baseline": False, "operator_features": False}
+
+    @property
+    def uses_plans(self) -> bool:  # type: ignore[override]
+        """Kernel plans are needed for ``operator_features`` only."""
+        return bool(self.p("operator_features"))
+
+    def _x(self, data: FeatureSet) -> np.ndarray:
+        """The design matrix: the static vector, and with ``operator_features`` the
+        operator-level composition of the record on its device
+        (:class:`~perfcast.predictors.crossdevice.CrossDevicePredictor` without correction:
+        log Σ kernel time, log Σ roofline, launch share, time share per kernel class)."""
+        x = data.static.astype(np.float32)
+        if not self.p("operator_features"):
+            return x
+        from perfcast.features.kernels import KERNEL_CLASSES
+        from perfcast.predictors.crossdevice import LAUNCH_MS, CrossDevicePredictor
+
+        if not data.plans:
+            raise PerfcastError("xgboost: operator_features needs kernel plans (build the "
+                                "feature set with plans=True)")
+        cd = CrossDevicePredictor(correction="none")
+        comp = cd._sums(cd.compose(data), self.op_eta_, LAUNCH_MS)
+        extra = [np.log(comp["kernels_ms"]), np.log(comp["roofline_ms"]),
+                 comp["n_kernels"] * LAUNCH_MS / comp["kernels_ms"],
+                 *(comp[f"share_{c}"] for c in KERNEL_CLASSES)]
+        return np.column_stack([x, *(np.asarray(e, dtype=np.float32) for e in extra)])
+
+    def _fit_operator_eta(self, train: FeatureSet) -> None:
+        """The tensor-core efficiency of the operator composition, fitted on the training
+        records' times (the default where there is no time label)."""
+        from perfcast.predictors.crossdevice import TC_ETA_DEFAULT, CrossDevicePredictor
+
+        self.op_eta_ = TC_ETA_DEFAULT
+        if self.p("operator_features") and "time_ms" in train.labeled_targets():
+            cd = CrossDevicePredictor(correction="none").fit(train, targets=["time_ms"])
+            self.op_eta_ = float(cd.eta_)
 
     def _baseline(self, data: FeatureSet, target: str) -> np.ndarray | None:
         """``memory_baseline``: log(simulated tensors + runtime offset) per record, the boosting
@@ -343,7 +379,8 @@ class XGBoostPredictor(Predictor):
             self.boosters_: dict[str, Any] = {}
             self.chosen_: dict[str, Any] = {}
             self._fit_offset(train)
-        x_all = train.static.astype(np.float32)
+            self._fit_operator_eta(train)
+        x_all = self._x(train)
         groups_all = train.families() if "family" in train.rows.columns else \
             np.zeros(len(train), dtype=str)
         nthread = int(self.p("n_jobs"))
@@ -362,7 +399,7 @@ class XGBoostPredictor(Predictor):
                 mv = np.isfinite(yv) & (yv > 0)
                 if mv.any():
                     bv = self._baseline(valid, t)
-                    dvalid = xgb.DMatrix(valid.static.astype(np.float32)[mv],
+                    dvalid = xgb.DMatrix(self._x(valid)[mv],
                                          label=self._fwd(yv[mv]), nthread=nthread,
                                          base_margin=bv[mv] if bv is not None else None)
                     evals = [(dvalid, "valid")]
@@ -407,7 +444,7 @@ class XGBoostPredictor(Predictor):
                 progress(j + 1, len(fit_targets))
 
     def _predict(self, data: FeatureSet) -> np.ndarray:
-        x = data.static.astype(np.float32)
+        x = self._x(data)
         out = np.full((len(data), len(self.targets_)), np.nan)
         for j, t in enumerate(self.targets_):
             bst = self.boosters_[t]
@@ -421,7 +458,8 @@ class XGBoostPredictor(Predictor):
     def _state(self):
         tensors = {f"booster.{t}": np.frombuffer(bytes(b.save_raw("json")), dtype=np.uint8).copy()
                    for t, b in self.boosters_.items()}
-        return tensors, {"chosen": self.chosen_, "offset_mb": self.offset_mb_}
+        return tensors, {"chosen": self.chosen_, "offset_mb": self.offset_mb_,
+                         "operator_eta": getattr(self, "op_eta_", None)}
 
     def _set_state(self, tensors, state) -> None:
         import xgboost as xgb
@@ -436,6 +474,8 @@ class XGBoostPredictor(Predictor):
             self.boosters_[t] = bst
         self.chosen_ = dict(state.get("chosen", {}))
         self.offset_mb_ = float(state.get("offset_mb", 0.0))
+        if state.get("operator_eta") is not None:
+            self.op_eta_ = float(state["operator_eta"])
 
 
 __all__ = ["DEFAULT_GRID", "MLPPredictor", "XGBoostPredictor", "group_kfold"]
