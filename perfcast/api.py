@@ -62,10 +62,12 @@ def load_graph(model: Any, *, batch_size: int | None = None,
                mode: str = "infer", precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
                example_inputs: tuple | None = None, use_cache: bool = True) -> ModelGraph:
     """Computation graph of ``model``: a spec string (see README), an ``nn.Module`` or a
-    :class:`Workload`.
+    :class:`Workload` — or, with the framework's extra, a Keras model, a ``paddle.nn.Layer``
+    or a JAX function (see :meth:`perfcast.workload.ModelSpec.of_object`).
 
     For an ``nn.Module`` give ``example_inputs`` (meta tensors are best: nothing is computed) or
-    an ``input_size`` (per sample, e.g. ``(3, 224, 224)``); module graphs are not cached.
+    an ``input_size`` (per sample, e.g. ``(3, 224, 224)``); module graphs are not cached. A
+    ``paddle.nn.Layer`` and a JAX function need ``example_inputs`` too (their shapes only).
     """
     from perfcast.cache import get_graph
 
@@ -130,8 +132,10 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             runtime_overhead_mb: float | None = None, threads: int | None = None) -> Prediction:
     """Forecast time, memory and energy of ``model`` on ``device``.
 
-    ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx`` …), an
-    ``nn.Module`` with ``example_inputs`` or ``input_size``, or a :class:`Workload`.
+    ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx``,
+    ``keras:ResNet50`` …), an ``nn.Module`` with ``example_inputs`` or ``input_size``, a Keras
+    model, a ``paddle.nn.Layer`` or a JAX function with ``example_inputs``, or a
+    :class:`Workload`.
     ``predictor``: a registry name to pick among the shipped models (e.g. ``xgboost``, ``dippm``,
     ``roofline``) or the directory of a saved predictor (``perfcast train`` output).
     ``precision=None``: the precision perfcast has measurements for on that device and mode when

@@ -112,9 +112,9 @@ def shipped_precision(device: str, mode: str) -> tuple[str, str | None]:
 
 
 def simulation_applies(workload: Workload) -> bool:
-    """The tensor-memory simulation runs from PyTorch model specs (not ONNX, not in-process
-    modules)."""
-    return workload.model.kind not in ("onnx", "nn.Module")
+    """The tensor-memory simulation runs from PyTorch model specs (not ONNX, not other
+    frameworks' models, not in-process modules)."""
+    return workload.model.framework == "pytorch" and workload.model.kind != "nn.Module"
 
 
 def graph_workload(workload: Workload) -> Workload:
@@ -174,7 +174,7 @@ class _Request:
             self._memsim.append(None)
             if not simulation_applies(self.w):
                 self._note("tensor-memory simulation needs a PyTorch model spec (not available "
-                           "for ONNX files or in-process modules)")
+                           "for ONNX files, other frameworks' models or in-process modules)")
             else:
                 try:
                     self._memsim[0] = self._simulate(self.memsim_workload())

@@ -13,8 +13,16 @@ A model spec (:class:`ModelSpec`) is one of::
     hf:gpt2 | hf:path/config.json   Hugging Face architecture from its config, no weights
     path/to/model.onnx              ONNX file
     my.module:make_model            a callable returning an nn.Module
+    keras:ResNet50                  keras.applications model (weights=None)     [tensorflow extra]
+    path/model.keras | saved_model/ Keras file / TensorFlow SavedModel directory [tensorflow extra]
+    paddle:resnet50                 paddle.vision.models model (pretrained=False)   [paddle extra]
+    path/model.pdmodel | model.json PaddlePaddle inference program (+ .pdiparams)   [paddle extra]
+    jax:my.module:make_fn           a callable returning (JAX function, example inputs) [jax extra]
 
-or, from Python, an ``nn.Module`` object (:meth:`ModelSpec.of_module`; never cached). Spec kinds
+or, from Python, an ``nn.Module`` object (:meth:`ModelSpec.of_module`; never cached) — or a Keras
+model, a ``paddle.nn.Layer`` or a JAX / Flax function with its example inputs
+(:meth:`ModelSpec.of_object`; never cached). Files are recognised by their format
+(:func:`file_kind`). Spec kinds
 are registered (:func:`register_spec_kind`) with the inputs their models take — ``image``
 (``C,H,W``), ``tokens`` (a sequence length), ``tensor`` (any per-sample shape) or ``file`` (the
 file fixes its shapes) — so validation refuses what does not apply (``--seq-len`` on an image
@@ -51,22 +59,31 @@ INPUT_KINDS = ("image", "tokens", "tensor", "file")
 @dataclass(frozen=True)
 class SpecKind:
     """A registered spec prefix: ``name`` (canonical), ``inputs`` (one of :data:`INPUT_KINDS`)
-    and ``aliases`` (other prefixes meaning the same)."""
+    and ``aliases`` (other prefixes meaning the same); ``framework`` the models come from
+    (``pytorch`` — built by :mod:`perfcast.zoo` —, ``onnx``, ``tensorflow``, ``paddle``,
+    ``jax``), ``in_process`` for objects handed over from Python (no prefix, never cached) and
+    ``packages`` whose versions are part of the graph key (the exporter and its framework)."""
 
     name: str
     inputs: str
     aliases: tuple[str, ...] = ()
+    framework: str = "pytorch"
+    in_process: bool = False
+    packages: tuple[str, ...] = ()
 
 
 _KINDS: dict[str, SpecKind] = {}
 _PREFIXES: dict[str, str] = {}  # prefix or alias → canonical kind
 
 
-def register_spec_kind(name: str, inputs: str, aliases: tuple[str, ...] = ()) -> SpecKind:
-    """Register the spec prefix ``name:`` (and ``aliases``) for models taking ``inputs``."""
+def register_spec_kind(name: str, inputs: str, aliases: tuple[str, ...] = (), *,
+                       framework: str = "pytorch", in_process: bool = False,
+                       packages: tuple[str, ...] = ()) -> SpecKind:
+    """Register the spec prefix ``name:`` (and ``aliases``) for models taking ``inputs`` (see
+    :class:`SpecKind` for the rest)."""
     if inputs not in INPUT_KINDS:
         raise ValueError(f"inputs must be one of {INPUT_KINDS}, got {inputs!r}")
-    kind = SpecKind(name, inputs, tuple(aliases))
+    kind = SpecKind(name, inputs, tuple(aliases), framework, in_process, tuple(packages))
     _KINDS[name] = kind
     for p in (name, *aliases):
         _PREFIXES[p] = name
@@ -87,9 +104,44 @@ def spec_kind(name: str) -> SpecKind:
 register_spec_kind("timm", "image")
 register_spec_kind("torchvision", "image", aliases=("tv",))
 register_spec_kind("hf", "tokens")
-register_spec_kind("onnx", "file")
+register_spec_kind("onnx", "file", framework="onnx")
 register_spec_kind("module", "tensor")
-register_spec_kind("nn.Module", "tensor")  # an in-process module object (Python API)
+register_spec_kind("nn.Module", "tensor", in_process=True)  # an in-process module (Python API)
+# other frameworks, through their ONNX exporters (perfcast.frontends.exported; optional extras)
+_TF, _PADDLE, _JAX = (("tensorflow", "tensorflow-cpu", "keras", "tf2onnx"),
+                      ("paddlepaddle", "paddle2onnx"), ("jax", "jaxlib", "flax", "jax2onnx"))
+register_spec_kind("keras", "image", framework="tensorflow", packages=_TF)
+register_spec_kind("tensorflow", "file", aliases=("tf",), framework="tensorflow", packages=_TF)
+register_spec_kind("paddle", "image", framework="paddle", packages=_PADDLE)
+register_spec_kind("pdmodel", "file", framework="paddle", packages=_PADDLE)
+register_spec_kind("jax", "file", framework="jax", packages=_JAX)
+register_spec_kind("keras.Model", "file", framework="tensorflow", in_process=True, packages=_TF)
+register_spec_kind("paddle.Layer", "file", framework="paddle", in_process=True, packages=_PADDLE)
+register_spec_kind("jax.function", "file", framework="jax", in_process=True, packages=_JAX)
+
+
+def file_kind(text: str) -> str | None:
+    """The spec kind of a model file or folder recognised by its format, else ``None``:
+    ``tensorflow`` for a ``.keras`` file, a SavedModel directory (it holds ``saved_model.pb``)
+    or its ``saved_model.pb``; ``pdmodel`` for a PaddlePaddle ``.pdmodel`` program or a
+    PaddlePaddle 3 (PIR) ``.json`` program (its first bytes say ``"magic":"pir"``). ONNX files
+    are the default for any other existing file (:meth:`ModelSpec.parse`)."""
+    path = Path(text)
+    low = text.lower().rstrip("/\\")
+    if low.endswith(".keras") or low.endswith("saved_model.pb") or (
+            path.is_dir() and (path / "saved_model.pb").is_file()):
+        return "tensorflow"
+    if low.endswith(".pdmodel"):
+        return "pdmodel"
+    if low.endswith(".json") and path.is_file():
+        try:
+            with open(path, "rb") as f:
+                head = f.read(256).replace(b" ", b"")
+        except OSError:
+            return None
+        if b'"base_code"' in head and b'"magic":"pir"' in head:
+            return "pdmodel"
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,9 +172,20 @@ class ModelSpec:
             raise ModelSpecError("empty model spec: give a timm name, an .onnx file, hf:<id>, ...")
         if ":" in text:
             prefix, rest = text.split(":", 1)
-            if prefix in _PREFIXES and _PREFIXES[prefix] != "nn.Module":
+            if prefix in _PREFIXES and not _KINDS[_PREFIXES[prefix]].in_process:
                 return cls(text, _PREFIXES[prefix], rest)
         path = Path(text)
+        kind = file_kind(text)
+        if kind is not None:
+            if not path.exists():
+                raise ModelSpecError(f"file not found: {text}")
+            if kind == "tensorflow" and path.name == "saved_model.pb":
+                return cls(text, kind, str(path.parent))
+            return cls(text, kind, text)
+        if path.is_dir():
+            raise ModelSpecError(f"{text} is a folder, not a model file (a TensorFlow SavedModel "
+                                 f"folder holds saved_model.pb; give an .onnx, .keras, "
+                                 f".pdmodel file or a model spec)")
         if text.lower().endswith(".onnx") or path.is_file():
             if not path.exists():
                 raise ModelSpecError(f"file not found: {text}")
@@ -141,22 +204,48 @@ class ModelSpec:
         return cls(name, "nn.Module", name, module=module,
                    example_inputs=tuple(example_inputs) if example_inputs is not None else None)
 
+    @classmethod
+    def of_object(cls, model: Any, example_inputs: tuple | None = None) -> ModelSpec:
+        """The spec of an in-process model of another framework (:func:`object_kind`): a Keras
+        model (``example_inputs`` optional: shapes for a model without an input layer), a
+        ``paddle.nn.Layer`` (``example_inputs``: tensors, arrays, ``InputSpec`` s or shapes) or
+        a JAX / Flax callable (``example_inputs``: arrays or ``jax.ShapeDtypeStruct`` s)."""
+        kind = object_kind(model, example_inputs)
+        if kind is None:
+            raise PerfcastError(f"model must be a spec string, a torch.nn.Module, a Keras model, "
+                                f"a paddle.nn.Layer or a JAX function with example_inputs, not "
+                                f"{type(model).__name__}")
+        if kind == "nn.Module":
+            return cls.of_module(model, example_inputs)
+        name = getattr(model, "name", None) if kind == "keras.Model" else None
+        name = name if isinstance(name, str) and name else (
+            getattr(model, "__name__", None) or type(model).__name__)
+        return cls(name, kind, name, module=model,
+                   example_inputs=tuple(example_inputs) if example_inputs is not None else None)
+
     @property
     def inputs(self) -> str:
         """What this kind of model takes: ``image``, ``tokens``, ``tensor`` or ``file``."""
         return spec_kind(self.kind).inputs
 
     @property
+    def framework(self) -> str:
+        """The framework the model comes from (see :class:`SpecKind`)."""
+        return spec_kind(self.kind).framework
+
+    @property
     def cacheable(self) -> bool:
-        return self.kind != "nn.Module"
+        return not spec_kind(self.kind).in_process
 
     def file_id(self) -> list | None:
-        """``[resolved path, size, mtime_ns]`` of the file a spec reads (ONNX, HF config path)."""
-        if self.kind not in ("onnx", "hf") or not Path(self.name).exists():
+        """``[resolved path, size, mtime_ns]`` of the file a spec reads (ONNX, HF config path,
+        Keras file, SavedModel's ``saved_model.pb``, PaddlePaddle program)."""
+        if self.kind not in ("onnx", "hf", "tensorflow", "pdmodel") \
+                or not Path(self.name).exists():
             return None
         p = Path(self.name)
         if p.is_dir():
-            p = p / "config.json"
+            p = p / ("saved_model.pb" if self.kind == "tensorflow" else "config.json")
         if not p.exists():
             return None
         st = p.stat()
@@ -259,8 +348,7 @@ class Workload:
         elif _is_module(model):
             spec = ModelSpec.of_module(model, example_inputs)
         else:
-            raise PerfcastError(f"model must be a spec string or a torch.nn.Module, "
-                                f"not {type(model).__name__}")
+            spec = ModelSpec.of_object(model, example_inputs)
         w = cls(model=spec, batch_size=batch_size, input_size=parse_input_size(input_size),
                 seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer)
         w.validate()
@@ -392,6 +480,9 @@ class Workload:
                "mode": self.mode, "precision": self.precision,
                "optimizer": self.run_optimizer, "format": GRAPH_FORMAT_VERSION,
                "versions": _versions(), "file": self.model.file_id()}
+        packages = spec_kind(self.model.kind).packages
+        if packages:  # the exporter and its framework (only these kinds: other keys unchanged)
+            doc["exporter"] = _versions(packages)
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
     def file_stem(self) -> str:
@@ -400,8 +491,11 @@ class Workload:
         import re
 
         text = self.model.text.rstrip("/\\")
-        name = text.split(":", 1)[-1] if self.model.kind != "onnx" else text
-        name = re.split(r"[/\\]", name)[-1].removesuffix(".onnx").removesuffix(".json")
+        name = text.split(":", 1)[-1] if spec_kind(self.model.kind).inputs != "file" \
+            or self.model.kind == "jax" else text
+        name = re.split(r"[/\\]", name)[-1]
+        for suffix in (".onnx", ".json", ".keras", ".pdmodel", ".pb"):
+            name = name.removesuffix(suffix)
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.model.kind}-{name}").strip("-.")
         parts = [name or "model", self.mode, self.precision or "auto",
                  f"b{self.batch_size}" if self.batch_size else None]
@@ -429,13 +523,51 @@ def _is_module(obj: Any) -> bool:
     return isinstance(obj, nn.Module)
 
 
-@functools.lru_cache(maxsize=1)
-def _versions() -> tuple[str, ...]:
+def _root_module(obj: Any) -> str:
+    return (getattr(type(obj), "__module__", "") or "").split(".", 1)[0]
+
+
+def object_kind(obj: Any, example_inputs: tuple | None = None) -> str | None:
+    """The in-process spec kind of ``obj`` without importing any framework: ``nn.Module``,
+    ``keras.Model`` (a Keras model), ``paddle.Layer`` (a ``paddle.nn.Layer``), ``jax.function``
+    (a Flax / Equinox module, or any other callable whose example inputs are JAX or NumPy
+    arrays, ``jax.ShapeDtypeStruct`` s or shape tuples), else ``None``."""
+    import sys
+
+    if _is_module(obj):
+        return "nn.Module"
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(obj, getattr(keras, "Model", ())):
+        return "keras.Model"
+    paddle = sys.modules.get("paddle")
+    if paddle is not None and isinstance(obj, getattr(getattr(paddle, "nn", None), "Layer", ())):
+        return "paddle.Layer"
+    if not callable(obj):
+        return None
+    if _root_module(obj) in ("flax", "equinox") or any(
+            c.__module__.split(".", 1)[0] in ("flax", "equinox") for c in type(obj).__mro__):
+        return "jax.function"
+    first = next(iter(example_inputs), None) if example_inputs else None
+    if first is not None and _root_module(first) in ("jax", "jaxlib", "numpy"):
+        return "jax.function"
+    if example_inputs and all(_is_shape(x) for x in example_inputs):
+        return "jax.function"  # a plain callable with shapes: only the JAX frontend takes one
+    return None
+
+
+def _is_shape(x: Any) -> bool:
+    return isinstance(x, (tuple, list)) and bool(x) and all(
+        isinstance(d, int) and not isinstance(d, bool) for d in x)
+
+
+@functools.lru_cache(maxsize=None)
+def _versions(packages: tuple[str, ...] = ("torch", "timm", "transformers", "onnx", "perfcast")
+              ) -> tuple[str, ...]:
     """Versions of the libraries a graph depends on (part of every graph key)."""
     from importlib import metadata
 
     out = []
-    for pkg in ("torch", "timm", "transformers", "onnx", "perfcast"):
+    for pkg in packages:
         try:
             out.append(f"{pkg}={metadata.version(pkg)}")
         except metadata.PackageNotFoundError:
@@ -444,5 +576,5 @@ def _versions() -> tuple[str, ...]:
 
 
 __all__ = ["DEFAULT_OPTIMIZER", "INPUT_KINDS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS",
-           "PRECISIONS", "SpecKind", "Workload", "parse_input_size", "register_spec_kind",
-           "spec_kind", "spec_kinds"]
+           "PRECISIONS", "SpecKind", "Workload", "file_kind", "object_kind", "parse_input_size",
+           "register_spec_kind", "spec_kind", "spec_kinds"]

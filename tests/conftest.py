@@ -101,3 +101,31 @@ def tiny_feature_set(tmp_path_factory):
             os.environ["PERFCAST_GRAPH_STORE"] = old
     assert len(fs.graphs) == 2 * len(TINY_MODELS)
     return fs
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for this test session (tests/postgres_server.py): a throwaway
+    cluster of Debian's server binaries on a free loopback port, started once and removed at
+    the end — or ``$PERFCAST_TEST_POSTGRES_URL``. Skips with the reason when none can be had,
+    fails instead when ``PERFCAST_REQUIRE_POSTGRES=1`` (CI)."""
+    from tests import postgres_server as pg
+
+    try:
+        server = pg.start()
+    except pg.Unavailable as exc:
+        if os.environ.get(pg.REQUIRE_ENV) == "1":
+            pytest.fail(f"no PostgreSQL server: {exc}; {pg.REQUIRE_ENV}=1 forbids skipping",
+                        pytrace=False)
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres_server):
+    """The URL (``postgresql://perfcast:<password>@127.0.0.1:<port>/t_<random>``) of a new, empty
+    database on the session's PostgreSQL server."""
+    from tests import postgres_server as pg
+
+    return pg.new_database(postgres_server.admin_url)

@@ -210,11 +210,10 @@ def test_password_never_printed(tmp_path, capsys):
     assert "p%40ss" not in str(e.value) and "p@ss" not in str(e.value)
 
 
-@pytest.mark.skipif(not os.environ.get("PERFCAST_TEST_POSTGRES_URL"),
-                    reason="needs a PostgreSQL server: set PERFCAST_TEST_POSTGRES_URL")
-def test_postgres_advisory_lock():  # pragma: no cover - no server on this project's machines
-    url = os.environ["PERFCAST_TEST_POSTGRES_URL"]
-    a, b = MeasurementStore(url), MeasurementStore(url)
+def test_postgres_advisory_lock(pg_url):
+    """On the session's real PostgreSQL server (conftest ``postgres_server``); more in
+    tests/test_store_postgres.py."""
+    a, b = MeasurementStore(pg_url), MeasurementStore(pg_url)
     with a.collector_lock().acquire(), pytest.raises(PerfcastError,
                                                      match=f"pid {os.getpid()} on host"):
         b.collector_lock().acquire()

@@ -21,6 +21,23 @@ def test_corpus_build_limit_and_resume(tmp_path, capsys):
     for r in rows:
         g = ModelGraph.load(tmp_path / "graphs" / f"{r['key']}.npz")
         assert g.num_nodes == int(r["nodes"]) and g.meta.batch_size == int(r["batch_size"])
+    # a failed line is skipped by a re-run, built again with --retry-failed (one line per graph)
+    (tmp_path / "graphs" / f"{rows[0]['key']}.npz").unlink()
+    rows[0].update(nodes="", edges="", macs="", params="", status="failed",
+                   reason="RuntimeError: (test)")
+    with open(tmp_path / "index.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == 2
+    assert main([*args, "--retry-failed"]) == 0
+    third = json.loads(capsys.readouterr().out)
+    assert third["skipped"] == 1 and third["ok"] == 1
+    again = list(csv.DictReader(open(tmp_path / "index.csv")))
+    assert len(again) == 2 and {r["status"] for r in again} == {"ok"}
+    assert again[0] == rows[1] and again[1]["key"] == rows[0]["key"]
+    assert (tmp_path / "graphs" / f"{rows[0]['key']}.npz").exists()
 
 
 def test_corpus_bad_input(tmp_path):

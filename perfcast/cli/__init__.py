@@ -68,19 +68,41 @@ def _notes_to_stderr() -> None:
         log.propagate = False
 
 
+#: Options whose value may be left out (typer has no optional option values): given last or
+#: followed by another option, they take this value — ``--ray`` alone starts a local cluster.
+OPTIONAL_VALUES = {"--ray": "local"}
+
+
+def _fill_optional_values(argv: list[str]) -> list[str]:
+    """``[…, "--ray", "--limit", "3"]`` → ``[…, "--ray", "local", "--limit", "3"]``."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        out.append(a)
+        if a == "--":
+            return out + argv[i + 1:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if a in OPTIONAL_VALUES and (nxt is None or nxt.startswith("-")):
+            out.append(OPTIONAL_VALUES[a])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one-line errors, documented exit codes."""
     from perfcast._signals import install
 
     install()  # `kill` cleans up like Ctrl-C (already done by the console script; idempotent)
     _notes_to_stderr()
+    argv = _fill_optional_values(list(sys.argv[1:] if argv is None else argv))
     try:
         rc = app(args=argv, standalone_mode=False)  # typer returns Exit codes (130 on Ctrl-C)
         if rc == 130:
             err.print("interrupted", highlight=False)
         return rc if isinstance(rc, int) else 0
     except PerfcastError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, markup=True,
+                  soft_wrap=True)  # (escaped: "perfcast[ray]" is not a style)
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("interrupted", highlight=False)

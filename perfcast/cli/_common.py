@@ -192,6 +192,14 @@ Predictor = Annotated[str | None, typer.Option(
     "--predictor", help="Shipped predictor kind (dippm, xgboost, roofline, …) or the directory "
                         "of a predictor saved by perfcast train.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+Ray = Annotated[str | None, typer.Option(
+    "--ray", metavar="[ADDRESS]",
+    help="Run the tasks on Ray (pip install 'perfcast\\[ray]'): alone, a local cluster for this "
+         "command; auto, the cluster running here; HOST:PORT, that one.")]
+Store = Annotated[str | None, typer.Option(
+    "--store", help="Measurement store (SQLite file or SQLAlchemy URL, e.g. "
+                    "postgresql://user:pw@host/db): its measured values are used where it has "
+                    "them.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild the graph, ignore the cache.")]
 OverheadMb = Annotated[float | None, typer.Option(
     "--overhead-mb", help="Runtime overhead added to simulated GPU memory (MiB).")]

@@ -1,7 +1,8 @@
 """Commands for users who build graphs and measure ("Data & measurement" in ``perfcast --help``):
 ``inspect`` (a model's computation graph), ``collect`` (measure on this machine into a resumable
-store), ``corpus`` (an unlabeled graph corpus for pre-training) and ``calibrate`` (measure a few
-models here and adapt the shipped model to this machine).
+store), ``query`` (what a store measured, else the prediction), ``corpus`` (an unlabeled graph
+corpus for pre-training) and ``calibrate`` (measure a few models here and adapt the shipped
+model to this machine).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from perfcast.cli._common import (
     NoCache,
     Optimizer,
     Precision,
+    Predictor,
+    Ray,
     SeqLen,
     StageProgress,
     Threads,
@@ -32,8 +35,10 @@ from perfcast.cli._common import (
     fmt_num,
     out,
     print_json,
+    print_notes,
     print_summary,
     split_list,
+    val,
 )
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import check_output_dir, check_output_file
@@ -137,6 +142,11 @@ def collect(
         "--wait", help="If another collector holds the store, wait until it finishes (checking "
                        "every $PERFCAST_LOCK_POLL s, default 5) instead of exiting with "
                        "code 2.")] = False,
+    queued: Annotated[bool, typer.Option(
+        "--queued", help="Measure the configurations of --device queued in the store by "
+                         "perfcast query --measure-missing (with or instead of a sweep).")
+    ] = False,
+    ray: Ray = None,
     as_json: Json = False,
 ):
     """Measure latency / step time, memory and energy on this machine into a resumable store
@@ -146,14 +156,16 @@ def collect(
     from perfcast.profiler.collect import collect as run_collect
     from perfcast.store import MeasurementStore
 
+    from perfcast.distributed import check_address
+
+    ray = check_address(ray)
     if export:  # before anything is measured
         export = str(check_output_file(export, suffixes=(".parquet", ".csv"), option="--export"))
     options: dict = {}
+    sweeps: list = []
     if spec:
         sweeps, options = load_spec(spec)
-    else:
-        if not models:
-            raise PerfcastError("give --models (and sweep flags) or --spec FILE")
+    elif models:
         sweeps = [Sweep(models=models.split(),
                         batch_sizes=split_list(batch_sizes, int),
                         input_sizes=input_sizes.split() if input_sizes else [None],
@@ -161,6 +173,8 @@ def collect(
                         modes=[m.strip() for m in modes.split(",")],
                         precisions=[p.strip() for p in precisions.split(",")],
                         optimizer=optimizer)]
+    elif not queued:
+        raise PerfcastError("give --models (and sweep flags), --spec FILE or --queued")
     device = get_device(options.get("device", device)).key  # a spec file → its key; unknown: error
     threads = options.get("threads", threads)
     settings = CollectSettings(
@@ -176,6 +190,10 @@ def collect(
     configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
     settings.validate()
     store = MeasurementStore(db)
+    if queued:  # asked for by perfcast query --measure-missing (their own threads and repeat)
+        asked = store.queued(device)
+        store.dequeue(c.key() for c in asked if store.has(c.key()))  # measured meanwhile
+        configs += asked
     # the lock before the progress bar: its refusal or waiting note is not drawn over
     with store.collector_lock().acquire(wait=wait) as lock, \
             StageProgress(hidden=as_json) as prog:
@@ -185,11 +203,88 @@ def collect(
             prog.update("measuring", i, n, f"{cfg.model} b{cfg.batch_size} {cfg.mode}"
                         + (f" → {m.status}" if m is not None else ""))
 
-        counts = run_collect(store, configs, settings, progress=on_progress, lock=lock)
+        counts = run_collect(store, configs, settings, progress=on_progress, lock=lock,
+                             ray_address=ray)
     if export:
         store.export(export)
     print_summary({"db": store.target, "configs": len(configs), **counts,  # password masked
                    "rows_in_store": store.count()}, as_json)
+
+
+@app.command(rich_help_panel=PANEL_DATA)
+def query(
+    model: Model,
+    device: Annotated[str, typer.Option(
+        "--device", "-d", help="Device key (perfcast devices) the measurement was made on.",
+        show_default=False)],
+    store: Annotated[str, typer.Option(
+        "--store", "--db", help="Measurement store: SQLite file or SQLAlchemy URL "
+                                "(postgresql://user:pw@host/db).")] = "perfcast-measurements.db",
+    batch_size: BatchSize = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    mode: Mode = "infer",
+    precision: Precision = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    threads: Annotated[int | None, typer.Option(
+        "--threads", help="CPU threads of the measurement (default: any; the most when "
+                          "several were measured).")] = None,
+    predictor: Predictor = None,
+    measure_missing: Annotated[bool, typer.Option(
+        "--measure-missing", help="Queue the configuration in the store when it was not "
+                                  "measured (perfcast collect --queued measures the queue).")
+    ] = False,
+    as_json: Json = False,
+    no_cache: NoCache = False,
+):
+    """Query before you measure: the store's measured time (ms per batch), memory (MiB) and
+    energy (J per batch) of MODEL on a device, with spread and date — else the prediction,
+    marked as such. Each value says its source: measured or predicted."""
+    from perfcast.query import query as run_query
+
+    res = run_query(model, device=device, store=store, batch_size=batch_size,
+                    input_size=input_size, seq_len=seq_len, mode=mode, precision=precision,
+                    optimizer=optimizer, threads=threads, predictor=predictor,
+                    measure_missing=measure_missing, use_cache=not no_cache)
+    if as_json:
+        print_json(res.to_dict())
+        return
+    size = (f"input {res.input_size}" if res.input_size else
+            f"seq {res.seq_len}" if res.seq_len else "default input")
+    t = Table(title=f"{res.model} on {res.device} — {res.mode}, {res.precision}, batch "
+                    f"{res.batch_size}, {size}: {res.source}")
+    for col in ("quantity", "value", "source", "spread", "when / by"):
+        t.add_column(col, justify="right" if col == "value" else "left")
+    names = {"time_ms": ("time per batch", "{:,.3f} ms"), "memory_mb": ("peak memory",
+                                                                         "{:,.0f} MiB"),
+             "energy_j": ("energy per batch", "{:,.3f} J")}
+    for target, (label, fmt) in names.items():
+        a = res.answers[target]
+        value = "out of memory" if a.status == "oom" else val(a.value, fmt)
+        source = a.source + (f" ({a.predictor})" if a.predictor else "")
+        spread = ""
+        if a.spread and target == "time_ms" and a.spread.get("p10") is not None:
+            spread = (f"p10–p90 {a.spread['p10']:,.3f}–{a.spread['p90']:,.3f} ms, "
+                      f"n={a.spread['n']}, {a.spread['repeats']} run(s)")
+        elif a.spread and a.spread.get("repeats", 0) > 1:
+            spread = (f"{a.spread['min']:,.3f}–{a.spread['max']:,.3f} over "
+                      f"{a.spread['repeats']} runs")
+        if a.kind:
+            spread = (spread + "; " if spread else "") + a.kind
+        when = " ".join(x for x in ((a.measured_at or "")[:16].replace("T", " ")
+                                    + (" UTC" if a.measured_at else ""),
+                                    f"on {a.host}" if a.host else "") if x)
+        t.add_row(label, value, source, spread, when)
+    t.add_row("fits in memory", "—" if res.fits is None else ("yes" if res.fits else "no"),
+              "", "", "")
+    out.print(t)
+    out.print(f"[dim]store: {res.store} ({res.rows} row(s) of this configuration)[/dim]",
+              highlight=False)
+    if res.queued:
+        out.print(f"measure-missing: {res.queued}" + (
+            f" — perfcast collect --queued --db {res.store} --device {res.device} measures it"
+            if res.queued in ("queued", "already queued") else ""), highlight=False)
+    print_notes(res.notes)
 
 
 @app.command(rich_help_panel=PANEL_DATA)
@@ -209,11 +304,18 @@ def corpus(
     limit: Annotated[int | None, typer.Option(
         "--limit", help="Build at most this many new graphs.")] = None,
     timeout: Annotated[int, typer.Option("--timeout", help="Seconds per graph.")] = 300,
+    retry_failed: Annotated[bool, typer.Option(
+        "--retry-failed", help="Build again the graphs whose index line is failed or timeout "
+                               "(otherwise they are skipped like the built ones).")] = False,
+    ray: Ray = None,
     as_json: Json = False,
 ):
-    """Build an unlabeled graph corpus (graphs only) over timm families, sizes, batches, modes."""
+    """Build an unlabeled graph corpus (graphs only) over timm families, sizes, batches, modes
+    (--ray: as Ray tasks; a local cluster gets --workers CPUs)."""
+    from perfcast.distributed import check_address
     from perfcast.store.corpus import build_corpus, plan
 
+    ray = check_address(ray)
     check_workers(workers)
     check_output_dir(out_dir, option="--out")
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
@@ -234,7 +336,8 @@ def corpus(
                         if row else "building graphs")
 
         counts = build_corpus(items, out_dir, workers=workers, timeout_s=timeout, limit=limit,
-                              progress=on_progress)
+                              progress=on_progress, ray_address=ray,
+                              retry_failed=retry_failed)
     print_summary({"out": out_dir, "planned": len(items), **counts}, as_json)
 
 

@@ -28,6 +28,7 @@ from perfcast.cli._common import (
     Predictor,
     Provider,
     SeqLen,
+    Store,
     optional_model,
     out,
     print_json,
@@ -72,11 +73,12 @@ def predict(
     tensor_parallel: Annotated[int, typer.Option(
         "--tensor-parallel", help="--mode generate: devices sharing the model (tensor "
                                   "parallelism).")] = 1,
+    store: Store = None,
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
     """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
-    device. Devices without labeled data fall back to the roofline and the memory simulation.
+    device (--store: measured values in place of predicted ones where the store has them). Devices without labeled data fall back to the roofline and the memory simulation.
     `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
     output token, tokens/s, memory per device (weights + KV cache), energy per token."""
     from perfcast.api import predict as api_predict
@@ -85,7 +87,8 @@ def predict(
         _predict_generation(model, device, batch_size, input_len, output_len, framework,
                             tensor_parallel, precision, as_json,
                             ignored={"--input-size": input_size, "--seq-len": seq_len,
-                                     "--predictor": predictor, "--threads": threads})
+                                     "--predictor": predictor, "--threads": threads,
+                                     "--store": store})
         return
     gen_only = {"--input-len": input_len, "--output-len": output_len,
                 "--framework": None if framework == "vllm" else framework,
@@ -97,6 +100,10 @@ def predict(
                     seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
                     predictor=predictor, use_cache=not no_cache, overlap_simulation=True,
                     threads=threads)
+    if store:
+        from perfcast.query import apply_measurements
+
+        p = apply_measurements(p, store, threads=threads, optimizer=optimizer)
     if as_json:
         print_json(p.to_dict())
         return
@@ -242,8 +249,12 @@ def fit(
         "--mig-profile", help="Fit in this MIG slice (e.g. 3g.20gb).")] = None,
     overhead_mb: OverheadMb = None,
     limit: Annotated[int, typer.Option("--limit", help="Largest batch searched.")] = 65536,
+    batch_size: Annotated[int | None, typer.Option(
+        "--batch-size", "-b", help="--mode generate without --input-len: requests whose "
+                                   "largest prompt is searched (default 1).")] = None,
     input_len: Annotated[int | None, typer.Option(
-        "--input-len", help="--mode generate: prompt tokens per request.")] = None,
+        "--input-len", help="--mode generate: prompt tokens per request (omit it to get the "
+                            "largest prompt that fits).")] = None,
     output_len: Annotated[int | None, typer.Option(
         "--output-len", help="--mode generate: generated tokens per request.")] = None,
     framework: Annotated[str, typer.Option(
@@ -254,32 +265,13 @@ def fit(
 ):
     """Largest batch whose predicted peak memory (+ margin) fits the device or a MIG slice, with
     the predicted time and throughput at that batch. `--mode generate` (hf: LLMs): the most
-    concurrent requests of --input-len + --output-len tokens whose weights + KV cache fit."""
+    concurrent requests of --input-len + --output-len tokens whose weights + KV cache fit, or
+    without --input-len the longest prompt --batch-size requests can hold."""
     from perfcast.decisions.fit import max_batch_size
 
     if mode == "generate":
-        from perfcast.devices import get_device
-        from perfcast.generation import DEFAULTS, GenerationRequest, max_generation_batch
-
-        req = GenerationRequest(model=model, input_len=input_len, output_len=output_len,
-                                framework=framework, tensor_parallel=tensor_parallel,
-                                precision=precision or DEFAULTS["precision"])
-        req.validate()
-        b, p = max_generation_batch(req, get_device(device), limit=limit)
-        d = {"model": model, "device": device, "mode": "generate", "max_batch_size": b,
-             "input_len": input_len, "output_len": output_len, "framework": framework,
-             "tensor_parallel": tensor_parallel, "prediction": p.to_dict() if p else None}
-        if as_json:
-            print_json(d)
-            return
-        out.print(f"largest batch that fits: [bold]{b:,}[/bold] requests of {input_len:,} + "
-                  f"{output_len:,} tokens on {tensor_parallel}× {device} ({framework})")
-        if p is not None:
-            out.print(f"memory per device {p.memory_needed_mb:,.0f} MiB needed "
-                      f"({', '.join(f'{k} {v:,.0f}' for k, v in p.memory_breakdown_mb.items())}),"
-                      f" batch latency {p.time_ms:,.0f} ms, "
-                      f"{p.output_tokens_per_s:,.0f} output tokens/s")
-            print_notes(p.notes)
+        _fit_generation(model, device, input_len, output_len, batch_size, framework,
+                        tensor_parallel, precision, limit, as_json)
         return
 
     r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin,
@@ -299,6 +291,60 @@ def fit(
     t.add_row("predictions made", str(r.evaluations))
     out.print(t)
     print_notes(r.notes)
+
+
+def _fit_generation(model, device, input_len, output_len, batch_size, framework,
+                    tensor_parallel, precision, limit, as_json) -> None:
+    """``fit --mode generate``: the largest batch at given lengths, or the largest prompt."""
+    from perfcast.devices import get_device
+    from perfcast.generation import (
+        DEFAULTS,
+        GenerationRequest,
+        max_generation_batch,
+        max_generation_context,
+    )
+
+    if input_len is not None and batch_size is not None:
+        raise PerfcastError("fit --mode generate answers the largest batch (give --input-len "
+                            "and --output-len) or the largest prompt (give --batch-size), "
+                            "not both")
+    req = GenerationRequest(model=model, input_len=input_len or 1,
+                            output_len=output_len if output_len is not None else 1,
+                            batch_size=batch_size or 1, framework=framework,
+                            tensor_parallel=tensor_parallel,
+                            precision=precision or DEFAULTS["precision"])
+    req.validate()
+    dev = get_device(device)
+    if input_len is not None:
+        if output_len is None:
+            raise PerfcastError("--mode generate needs --output-len (tokens)")
+        b, p = max_generation_batch(req, dev, limit=limit)
+        d = {"model": model, "device": dev.key, "mode": "generate", "max_batch_size": b,
+             "input_len": input_len, "output_len": output_len, "framework": framework,
+             "tensor_parallel": tensor_parallel, "prediction": p.to_dict() if p else None}
+        head = (f"largest batch that fits: [bold]{b:,}[/bold] requests of {input_len:,} + "
+                f"{output_len:,} tokens on {tensor_parallel}× {dev.key} ({framework})")
+    else:
+        i, limited, p = max_generation_context(req, dev)
+        d = {"model": model, "device": dev.key, "mode": "generate", "max_input_len": i,
+             "max_context_tokens": i + req.output_len if i else 0, "limited_by": limited,
+             "batch_size": req.batch_size, "output_len": req.output_len,
+             "framework": framework, "tensor_parallel": tensor_parallel,
+             "prediction": p.to_dict() if p else None}
+        head = (f"longest prompt that fits: [bold]{i:,}[/bold] tokens (+ {req.output_len:,} "
+                f"generated = {d['max_context_tokens']:,} context) for {req.batch_size} "
+                f"request(s) on {tensor_parallel}× {dev.key} ({framework}; limited by "
+                f"{limited.replace('_', ' ')})")
+    if as_json:
+        print_json(d)
+        return
+    out.print(head)
+    if p is not None:
+        out.print(f"memory per device {p.memory_needed_mb:,.0f} MiB needed "
+                  f"({', '.join(f'{k} {v:,.0f}' for k, v in p.memory_breakdown_mb.items())}),"
+                  f" batch latency {p.time_ms:,.0f} ms, "
+                  f"{p.output_tokens_per_s:,.0f} output tokens/s")
+        print_notes(p.notes)
 
 
 @app.command(rich_help_panel=PANEL_PREDICT)
@@ -329,18 +375,59 @@ def cost(
         "--power-w", help="Mean power (W) for the energy.")] = None,
     pue: Annotated[float, typer.Option(
         "--pue", help="Data-centre PUE multiplying the energy.")] = 1.0,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", help="--mode generate: requests to serve.")] = None,
+    input_len: Annotated[int | None, typer.Option(
+        "--input-len", help="--mode generate: prompt tokens per request.")] = None,
+    output_len: Annotated[int | None, typer.Option(
+        "--output-len", help="--mode generate: generated tokens per request.")] = None,
+    framework: Annotated[str, typer.Option(
+        "--framework", help="--mode generate: serving engine.")] = "vllm",
+    tensor_parallel: Annotated[int, typer.Option(
+        "--tensor-parallel", help="--mode generate: devices sharing the model.")] = 1,
     as_json: Json = False,
 ):
     """Hours, USD, kWh and kg CO2e of a job: predicted (or given) time per batch × iterations,
-    priced per GPU-hour, energy from predicted energy or time × power (an estimate, said so)."""
-    from perfcast.decisions.cost import estimate_cost
+    priced per GPU-hour, energy from predicted energy or time × power (an estimate, said so).
+    `--mode generate --requests N` (hf: LLMs): N requests of --input-len → --output-len tokens
+    served in batches of --batch-size."""
+    from perfcast.decisions.cost import estimate_cost, estimate_generation_cost
 
-    c = estimate_cost(model, device=device, iterations=iterations, epochs=epochs,
-                      dataset_size=dataset_size, batch_size=batch_size, mode=mode,
-                      precision=precision, optimizer=optimizer, input_size=input_size,
-                      seq_len=seq_len, provider=provider, price_per_hour=price_per_hour,
-                      region=region, time_ms=time_ms, power_w=power_w, pue=pue,
-                      predictor=predictor)
+    if mode == "generate":
+        bad = [k for k, v in {"--iterations": iterations, "--epochs": epochs,
+                              "--dataset-size": dataset_size, "--time-ms": time_ms,
+                              "--power-w": power_w, "--input-size": input_size,
+                              "--seq-len": seq_len, "--predictor": predictor}.items()
+               if v is not None]
+        if bad:
+            raise PerfcastError(f"{', '.join(bad)} do not apply to cost --mode generate (use "
+                                f"--requests, --input-len, --output-len)")
+        for name, v in (("--requests", requests), ("--input-len", input_len),
+                        ("--output-len", output_len)):
+            if v is None:
+                raise PerfcastError(f"cost --mode generate needs {name}")
+        if model is None:
+            raise PerfcastError("cost --mode generate needs a model (hf:ID)")
+        c = estimate_generation_cost(model, device=device, requests=requests,
+                                     input_len=input_len, output_len=output_len,
+                                     batch_size=batch_size or 1, framework=framework,
+                                     tensor_parallel=tensor_parallel,
+                                     precision=precision or "fp16", provider=provider,
+                                     price_per_hour=price_per_hour, region=region, pue=pue)
+    else:
+        gen_only = {"--requests": requests, "--input-len": input_len,
+                    "--output-len": output_len,
+                    "--framework": None if framework == "vllm" else framework,
+                    "--tensor-parallel": None if tensor_parallel == 1 else tensor_parallel}
+        given = [k for k, v in gen_only.items() if v is not None]
+        if given:
+            raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
+        c = estimate_cost(model, device=device, iterations=iterations, epochs=epochs,
+                          dataset_size=dataset_size, batch_size=batch_size, mode=mode,
+                          precision=precision, optimizer=optimizer, input_size=input_size,
+                          seq_len=seq_len, provider=provider, price_per_hour=price_per_hour,
+                          region=region, time_ms=time_ms, power_w=power_w, pue=pue,
+                          predictor=predictor)
     if as_json:
         print_json(c.to_dict())
         return

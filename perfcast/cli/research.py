@@ -15,6 +15,7 @@ from perfcast.cli._common import (
     PANEL_RESEARCH,
     Json,
     MemsimSeed,
+    Ray,
     StageProgress,
     Threads,
     Workers,
@@ -192,10 +193,14 @@ def evaluate(
                            "(counted).")] = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots.")] = False,
     memsim_seed: MemsimSeed = None,
+    ray: Ray = None,
     as_json: Json = False,
 ):
     """Fit predictors on model-grouped splits of a task, score the test parts and write a report
-    (metrics, per-family tables, predictions, plots, summary.md) under <out>/<task>/<split>/."""
+    (metrics, per-family tables, predictions, plots, summary.md) under <out>/<task>/<split>/
+    (--ray: the fits as Ray tasks; a local cluster gets --workers CPUs)."""
+    from perfcast.distributed import check_address
+
     from perfcast.evaluation import SPLITS, get_task
     from perfcast.evaluation import evaluate as run_evaluate
     from perfcast.evaluation.run import check_predictors
@@ -204,6 +209,7 @@ def evaluate(
     if split not in SPLITS:
         raise unknown_choice("split", split, SPLITS)
     check_workers(workers)
+    ray = check_address(ray)
     seed_list = split_list(seeds, int)
     names = ([p.strip() for p in predictors.split(",") if p.strip()] if predictors
              else list(tsk.default_predictors))
@@ -223,7 +229,7 @@ def evaluate(
         res = run_evaluate(tsk, split, specs, seed_list or None, out_dir=out_dir,
                            progress=on_progress, build_missing=not no_build, workers=workers,
                            k=folds, strict=predictors is not None, plots=not no_plots,
-                           memsim_seed=memsim_seed)
+                           memsim_seed=memsim_seed, ray_address=ray)
     for p, msg in res.failures.items():
         err.print(f"warning: {p} failed ({msg}); left out of the report", highlight=False,
                   markup=False)

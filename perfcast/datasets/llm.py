@@ -68,12 +68,13 @@ def _bounds(df: pd.DataFrame) -> pd.Series:
     from perfcast.llm.physics import generation_bound
 
     out = pd.Series(np.nan, index=df.index)
-    for (model, dev, n, b, i, o, prec), idx in df.groupby(
+    for (model, dev, n, b, i, o, prec, fw, bs), idx in df.groupby(
             ["model", "device", "n_devices", "concurrent", "input_len", "output_len",
-             "precision"]).groups.items():
+             "precision", "framework", "batch_size"]).groups.items():
         g = generation_bound(llm_arch(f"hf:{model}"), get_device(dev), batch=int(b),
                              input_len=int(i), output_len=int(o), n_devices=int(n),
-                             precision=prec)
+                             precision=prec, engine=fw,
+                             prompt_chunk=int(bs) if fw == "llama.cpp" else None)
         out[idx] = g.total_s
     return out
 
@@ -153,7 +154,8 @@ def load_mlenergy(data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
         "batch_size": pd.to_numeric(raw["Avg BS (reqs)"], errors="coerce"),
         "input_len": np.nan, "output_len": out_tok,
         "tpot_s": pd.to_numeric(raw["Avg TPOT (s)"], errors="coerce"),
-        "throughput_tok_s": tput, "energy_per_request_j": e_req,
+        "throughput_tok_s": tput, "token_time_s": 1.0 / tput,
+        "energy_per_request_j": e_req,
         "energy_per_token_j": e_req / out_tok,
         # requests/s = output tokens/s ÷ tokens per request; energy/req × requests/s = power
         "power_per_device_w": e_req * tput / out_tok / n,

@@ -19,6 +19,7 @@ import pandas as pd
 from perfcast.datasets._base import Drops, LoadReport, finalize, with_report
 from perfcast.errors import PerfcastError
 from perfcast.paths import DATASETS_ENV, local_cpu_db
+from perfcast.store.db import display_url
 
 
 def _read(source: str | os.PathLike) -> tuple[pd.DataFrame, str]:
@@ -33,9 +34,9 @@ def _read(source: str | os.PathLike) -> tuple[pd.DataFrame, str]:
             return pd.read_csv(p), p.name
     from perfcast.store import MeasurementStore
 
-    store = MeasurementStore(s)
-    try:
-        return store.to_dataframe(), Path(s).name if "://" not in s else s
+    store = MeasurementStore(s, readonly=True)  # a loader changes nothing (no migration)
+    try:  # a URL is named with its password masked
+        return store.to_dataframe(), Path(s).name if "://" not in s else store.target
     finally:
         store.close()
 
@@ -58,7 +59,7 @@ def family_of(spec: str) -> str | None:
 def load_measurements(source: str | os.PathLike, *, include_repeats: bool = False) -> pd.DataFrame:
     """Records of a measurement store (``status == ok``, first measurements by default)."""
     raw, name = _read(source)
-    rep = LoadReport(source=name, rows_in=len(raw), path=str(source))
+    rep = LoadReport(source=name, rows_in=len(raw), path=display_url(source))
     drops = Drops(raw.index)
     if "status" in raw.columns:
         for status in ("oom", "timeout", "failed"):

@@ -224,4 +224,76 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     return out
 
 
-__all__ = ["CostEstimate", "estimate_cost"]
+def estimate_generation_cost(model: str, *, device: str, requests: int, input_len: int,
+                             output_len: int, batch_size: int = 1, framework: str = "vllm",
+                             tensor_parallel: int = 1, precision: str = "fp16",
+                             provider: str | None = None, price_per_hour: float | None = None,
+                             region: str | None = None, pue: float = 1.0) -> CostEstimate:
+    """Cost (USD), energy (kWh) and carbon (kg CO2e) of serving ``requests`` LLM requests of
+    ``input_len`` → ``output_len`` tokens in batches of ``batch_size`` on ``tensor_parallel``
+    devices: ``⌈requests / batch⌉`` batches (llama.cpp: one request at a time) × the predicted
+    batch latency (:func:`perfcast.generation.predict_generation`); energy = the predicted
+    energy per batch (power ∈ [idle, TDP] × devices × time) × batches × ``pue``; price per
+    GPU-hour × devices; carbon from the grid tables as :func:`estimate_cost`."""
+    from perfcast.devices import get_device
+    from perfcast.generation import GenerationRequest, predict_generation
+
+    requests = _positive_int("requests", requests)
+    pue = _positive("pue", pue)
+    if pue < 1:
+        raise PerfcastError(f"pue must be >= 1 (facility energy / IT energy), got {pue:g}")
+    if price_per_hour is not None:
+        price_per_hour = _positive("price per hour", price_per_hour, allow_zero=True)
+    req = GenerationRequest(model=model, input_len=input_len, output_len=output_len,
+                            batch_size=batch_size, framework=framework,
+                            tensor_parallel=tensor_parallel, precision=precision)
+    req.validate()
+    dev = get_device(device)
+    p = predict_generation(req, dev)
+    per_batch = 1 if framework == "llama.cpp" else batch_size
+    batches = math.ceil(requests / per_batch)
+    hours = p.time_ms * batches / 3.6e6
+    out = CostEstimate(model=model, device=dev.key, mode="generate", precision=precision,
+                       batch_size=batch_size, iterations=batches, time_ms_per_iteration=p.time_ms,
+                       hours=hours, gpus=tensor_parallel,
+                       provider=provider_name(provider) if provider else None, pue=pue,
+                       sources={"time": f"predicted ({p.predictor.get('time_ms')})"},
+                       notes=[f"iterations: {requests:,} requests in {batches:,} batches of "
+                              f"{per_batch} ({input_len:,} → {output_len:,} tokens each, "
+                              f"{framework}, {tensor_parallel} device(s))"])
+    out.notes.extend(n for n in p.notes if not n.startswith("memory_mb"))
+    if price_per_hour is not None:
+        out.usd_per_gpu_hour = price_per_hour
+        out.sources["price"] = "given"
+    else:
+        found = price_rows(dev.key, provider)
+        if found:
+            row = found[0]
+            out.usd_per_gpu_hour, out.provider = row["usd_per_gpu_hour"], row["provider"]
+            out.sources["price"] = price_source(row)
+        else:
+            out.notes.append(f"price: no price on file for {dev.key}; pass --price-per-hour "
+                             f"(USD per GPU-hour) to get a cost")
+    if out.usd_per_gpu_hour is not None:
+        out.usd = hours * out.usd_per_gpu_hour * tensor_parallel
+    if p.energy_j is not None:
+        out.power_w = p.power_w
+        out.energy_kwh = p.energy_j * batches / 3.6e6 * pue
+        out.sources["energy"] = f"predicted ({p.predictor.get('energy_j')})"
+        out.notes.append(f"energy: {p.energy_per_request_j:,.1f} J per request, "
+                         f"{p.energy_per_1k_tokens_j:,.0f} J per 1k output tokens "
+                         f"(power_w is per device, {tensor_parallel} device(s))")
+    g, src, out.region = carbon_lookup(region if region is not None else "world") \
+        if (region is not None or world_average_known()) else (None, None, None)
+    if g is not None:
+        out.carbon_g_per_kwh = g
+        out.sources["carbon"] = src
+        if out.energy_kwh is not None:
+            out.kg_co2e = out.energy_kwh * g / 1000
+        if region is None:
+            out.notes.append(f"carbon: no region given, so the world average ({g:g} g "
+                             f"CO2e/kWh); pass --region for the grid the job runs on")
+    return out
+
+
+__all__ = ["CostEstimate", "estimate_cost", "estimate_generation_cost"]

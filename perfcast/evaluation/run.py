@@ -161,14 +161,19 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
              targets: Sequence[str] | None = None, task_name: str | None = None,
              command: str | None = None, plots: bool = True,
              strict: bool | None = None,
-             memsim_seed: str | os.PathLike | None = None) -> EvalResult:
+             memsim_seed: str | os.PathLike | None = None,
+             ray_address: str | None = None) -> EvalResult:
     """Evaluate ``predictors`` on ``task`` (a name of :data:`~perfcast.evaluation.tasks.TASKS`, a
     :class:`Task`, or a ready :class:`FeatureSet`) under ``split`` and write the report to
     ``out_dir/<task>/<split>/`` (``out_dir=None``: no files). ``progress(stage, i, n)`` gets
     ``graphs`` / ``features`` (data), ``fits`` (one per predictor × fold) and ``epochs``.
     ``strict`` (default: ``predictors`` was given): a predictor that cannot learn any of the
     task's targets is an error, else it is skipped (and listed in the summary).
-    ``memsim_seed``: see :meth:`~perfcast.evaluation.tasks.Task.load`."""
+    ``memsim_seed``: see :meth:`~perfcast.evaluation.tasks.Task.load`.
+    ``ray_address`` (:mod:`perfcast.distributed`; ``local`` starts a cluster of ``workers``
+    CPUs): the fits (predictor × fold) run as Ray tasks of one CPU each, the feature set put in
+    the object store once; results are taken in the serial order, so the report is the same
+    (up to floating-point differences of one thread per fit)."""
     t_start = time.perf_counter()
     if split not in SPLITS:
         raise unknown_choice("split", split, SPLITS)
@@ -225,13 +230,21 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
     total = len(specs) * len(folds)
     done = 0
     meta = fs.rows.reindex(columns=list(PRED_COLUMNS))
+    for fold in folds:
+        check_disjoint(fold.train, fold.valid, fold.test, groups)
+    fitted = (_fits_on_ray(ray_address, specs, fs, folds, task_targets, progress, workers)
+              if ray_address is not None else None)
     for pname, params in specs:
         for fold in folds:
-            if progress:
+            if progress and fitted is None:
                 progress(f"fits {pname} {fold.name}", done, total)
-            check_disjoint(fold.train, fold.valid, fold.test, groups)
             try:
-                rec = _fit_predict(pname, params, fs, fold, task_targets, progress)
+                if fitted is not None:
+                    rec = fitted[(pname, fold.name)]
+                    if isinstance(rec, BaseException):
+                        raise rec
+                else:
+                    rec = _fit_predict(pname, params, fs, fold, task_targets, progress)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as exc:  # noqa: BLE001 - one failing predictor must not sink the run
@@ -287,6 +300,41 @@ def evaluate(task: str | Task | FeatureSet, split: str, predictors: Sequence[Pre
 
         res.out_dir = write_report(res, Path(out_dir) / name / split, plots=plots)
     return res
+
+
+def _fit_task(pname: str, params: dict, fs: FeatureSet, fold: Fold, targets: list[str]):
+    """A Ray task: :func:`_fit_predict` without progress, returning what the report needs of
+    the fitted predictor (its targets and history), not the predictor itself."""
+    from types import SimpleNamespace
+
+    pred, yhat, fit_s, pred_s = _fit_predict(pname, params, fs, fold, targets, None)
+    return (SimpleNamespace(targets_=list(pred.targets_),
+                            history_=list(getattr(pred, "history_", []) or [])),
+            yhat, fit_s, pred_s)
+
+
+def _fits_on_ray(address: str, specs, fs: FeatureSet, folds: list[Fold], targets: list[str],
+                 progress: Progress | None, workers: int) -> dict[tuple[str, str], Any]:
+    """Every (predictor, fold) fit as a Ray task → its result or its exception (a failed task
+    is the predictor's failure on that fold, as in the serial loop)."""
+    from perfcast.distributed import as_completed, cluster
+
+    total = len(specs) * len(folds)
+    out: dict[tuple[str, str], Any] = {}
+    with cluster(address, num_cpus=max(1, workers)) as ray:
+        fs_ref = ray.put(fs)  # once, shared by every task
+        task = ray.remote(_fit_task)
+        refs = {task.options(num_cpus=1, max_retries=0).remote(pname, params, fs_ref, fold,
+                                                               targets): (pname, fold.name)
+                for pname, params in specs for fold in folds}
+        if progress:
+            progress("fits on ray", 0, total)
+        for i, (ref, result, exc) in enumerate(as_completed(ray, refs)):
+            cause = getattr(exc, "cause", None) if exc is not None else None
+            out[refs[ref]] = (cause if isinstance(cause, Exception) else exc) if exc else result
+            if progress:
+                progress(f"fits {refs[ref][0]} {refs[ref][1]}", i + 1, total)
+    return out
 
 
 def _fit_predict(pname: str, params: dict, fs: FeatureSet, fold: Fold, targets: list[str],

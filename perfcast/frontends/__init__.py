@@ -4,7 +4,9 @@
 PyTorch models (every spec kind with a :mod:`perfcast.zoo` builder — ``timm:``,
 ``torchvision:``, ``hf:``, ``module:callable``, in-process modules) are built on the meta device
 by the zoo and traced by :mod:`perfcast.frontends.torch_frontend`; ONNX files are read by
-:mod:`perfcast.frontends.onnx`. Other frontends register by spec kind
+:mod:`perfcast.frontends.onnx`; TensorFlow / Keras, PaddlePaddle and JAX models are exported to
+ONNX by their frameworks' exporters and then read the same way (:mod:`perfcast.frontends.exported`,
+optional extras). Other frontends register by spec kind
 (:func:`register_frontend`, after :func:`perfcast.workload.register_spec_kind`).
 """
 
@@ -84,6 +86,16 @@ def _load_onnx(workload: Workload) -> ModelGraph:
                            seq_len=workload.seq_len)
 
 
+def _load_exported(workload: Workload) -> ModelGraph:
+    from perfcast.frontends.exported import load_workload
+
+    return load_workload(workload)
+
+
 register_frontend("onnx", _load_onnx)
+# TensorFlow / Keras, PaddlePaddle and JAX through their ONNX exporters (optional extras)
+for _kind in ("keras", "tensorflow", "keras.Model", "paddle", "pdmodel", "paddle.Layer", "jax",
+              "jax.function"):
+    register_frontend(_kind, _load_exported)
 
 __all__ = ["build_graph", "build_graphs", "frontend_names", "register_frontend"]

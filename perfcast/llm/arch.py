@@ -31,6 +31,13 @@ KV_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "amp": 2, "int8": 2, "int4": 2}
 VLLM_BLOCK_TOKENS = 16
 
 
+#: Class-name endings of the heads that generate text token by token (``architectures``).
+GENERATIVE_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+#: Encoder-only model types, refused when a config names no ``architectures``.
+ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "deberta", "deberta-v2", "albert",
+                           "electra", "xlm-roberta", "camembert", "mpnet", "modernbert"})
+
+
 @dataclass(frozen=True)
 class LLMArch:
     """A decoder LLM's shape. Widths in elements, counts in parameters (not bytes)."""
@@ -52,6 +59,7 @@ class LLMArch:
     params: int  # all parameters
     expert_params: int  # parameters of the routed experts (all of them)
     embedding_params: int  # input embedding (a lookup, no FLOPs)
+    tied_head_params: int  # an LM head sharing the input embedding's weights (counted once)
 
     @property
     def moe(self) -> bool:
@@ -73,8 +81,10 @@ class LLMArch:
 
     def flops_per_token(self) -> float:
         """Matmul FLOPs per token outside attention: 2 × the parameters each token multiplies
-        (dense weights but the input embedding, plus ``k`` of ``E`` experts)."""
-        per_token = self.dense_params - self.embedding_params
+        (dense weights but the input embedding, plus ``k`` of ``E`` experts; an LM head tied to
+        the embedding multiplies it although its parameters are counted once, as the
+        embedding)."""
+        per_token = self.dense_params - self.embedding_params + self.tied_head_params
         if self.moe:
             per_token += self.expert_params * self.experts_per_token / self.experts
         return 2.0 * per_token
@@ -118,13 +128,20 @@ def _get(config, *names, default=None):
 
 
 def arch_from_config(config, model_id: str, params: int, expert_params: int,
-                     embedding_params: int) -> LLMArch:
+                     embedding_params: int, tied_head_params: int = 0) -> LLMArch:
     """:class:`LLMArch` of a transformers ``config`` (text part of a vision-language one) with
     the parameter counts given."""
     text = getattr(config, "text_config", None) or config
     if getattr(text, "is_encoder_decoder", False):
         raise ModelSpecError(f"{model_id} is an encoder-decoder model; --mode generate covers "
                              f"decoder-only LLMs")
+    archs = [a for a in (getattr(config, "architectures", None) or []) if isinstance(a, str)]
+    mtype0 = str(getattr(text, "model_type", "") or getattr(config, "model_type", ""))
+    if (archs and not any(a.endswith(GENERATIVE_HEADS) for a in archs)) or \
+            (not archs and mtype0 in ENCODER_TYPES):
+        what = ", ".join(archs) if archs else f"model_type {mtype0}"
+        raise ModelSpecError(f"{model_id} is an encoder ({what}), not a decoder LLM; --mode "
+                             f"generate covers decoder-only LLMs")
     layers = _get(text, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _get(text, "hidden_size", "n_embd", "d_model")
     heads = _get(text, "num_attention_heads", "n_head")
@@ -153,12 +170,14 @@ def arch_from_config(config, model_id: str, params: int, expert_params: int,
                    experts_per_token=k if experts > 1 else 0,
                    sliding_window=int(window) if windowed else None, windowed_layers=windowed,
                    params=int(params), expert_params=int(expert_params),
-                   embedding_params=int(embedding_params))
+                   embedding_params=int(embedding_params),
+                   tied_head_params=int(tied_head_params))
 
 
-def _count(model) -> tuple[int, int, int]:
-    """(all, routed-expert, input-embedding) parameters of a model built on ``meta``; tied
-    weights counted once."""
+def _count(model) -> tuple[int, int, int, int]:
+    """(all, routed-expert, input-embedding, tied-LM-head) parameters of a model built on
+    ``meta``; tied weights counted once (the last: the head's parameters when the LM head *is*
+    the input embedding's matrix, else 0)."""
     seen, total, experts = set(), 0, 0
     for name, p in model.named_parameters(remove_duplicate=True):
         if id(p) in seen:
@@ -169,57 +188,130 @@ def _count(model) -> tuple[int, int, int]:
             experts += p.numel()
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     emb_params = sum(p.numel() for p in emb.parameters()) if emb is not None else 0
-    return total, experts, emb_params
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    w_in, w_out = getattr(emb, "weight", None), getattr(head, "weight", None)
+    tied = int(w_out.numel()) if w_in is not None and w_out is w_in else 0
+    return total, experts, emb_params, tied
 
 
-def _cache_file(config, model_id: str):
+def _raw_config(text: str) -> tuple[str, str] | None:
+    """``(identity, raw JSON text)`` of a shipped id / alias or a local config file, read
+    without transformers (what the summary cache is keyed on); ``None`` for a hub id."""
+    from pathlib import Path
+
+    from perfcast.paths import package_data
+
+    spec = text.strip()
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            return f"file:{path.resolve()}", path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    index = _shipped_index()
+    fname = index.get(spec.lower())
+    if fname is None:
+        return None
+    return f"shipped:{fname}", (package_data("zoo", "hf_configs") / fname).read_text()
+
+
+@lru_cache(maxsize=1)
+def _shipped_index() -> dict[str, str]:
+    """Lower-cased id / alias / file name → shipped file (``zoo/hf_configs/index.json``, read
+    as :func:`perfcast.zoo.hf._index` reads it)."""
+    from perfcast.paths import package_data
+
+    data = json.loads((package_data("zoo", "hf_configs") / "index.json").read_text())
+    files: dict[str, str] = dict(data["models"])
+    out: dict[str, str] = {}
+    for model_id, fname in files.items():
+        for name in (model_id, model_id.replace("/", "--"), fname, fname[: -len(".json")]):
+            out[name.lower()] = fname
+    for alias, model_id in data.get("aliases", {}).items():
+        if model_id in files:
+            out[alias.lower()] = files[model_id]
+    return out
+
+
+def _cache_file(identity: str, raw: str):
     from perfcast.paths import cache_dir
 
-    doc = json.dumps(config.to_dict(), sort_keys=True, default=str)
-    key = hashlib.sha256(f"{model_id}\n{doc}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{CACHE_VERSION}\n{identity}\n{raw}".encode()).hexdigest()[:24]
     return cache_dir().parent / "llm" / f"{key}.json"
+
+
+#: Bumped when :class:`LLMArch` or its derivation changes (old cache entries are then unused).
+CACHE_VERSION = "arch-4"
 
 
 @lru_cache(maxsize=64)
 def llm_arch(spec: str) -> LLMArch:
     """:class:`LLMArch` of ``hf:ID`` / ``hf:path/config.json`` (shipped configs offline; see
-    :func:`perfcast.zoo.hf.resolve_hf_config`)."""
+    :func:`perfcast.zoo.hf.resolve_hf_config`). A shipped or local config whose summary is in
+    the cache is answered without importing transformers or torch."""
     from perfcast.paths import write_file_atomically
-    from perfcast.zoo.hf import build_hf_model, resolve_hf_config
 
     text = spec[3:] if spec.startswith("hf:") else spec
-    config, model_id = resolve_hf_config(text)
-    path = _cache_file(config, model_id)
-    if path.is_file():
+    raw = _raw_config(text)
+    path = _cache_file(*raw) if raw else None
+    if path is not None and path.is_file():
         try:
             return LLMArch(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             path.unlink(missing_ok=True)  # damaged: rebuilt below
+    from perfcast.zoo.hf import build_hf_model, resolve_hf_config
+
+    config, model_id = resolve_hf_config(text)
     model = build_hf_model(config, "infer")
-    total, experts, emb = _count(model)
-    arch = arch_from_config(config, model_id, total, experts, emb)
-    try:
-        write_file_atomically(path, json.dumps(arch.to_dict(), indent=1))
-    except OSError:
-        pass  # a read-only cache only costs time
+    total, experts, emb, tied = _count(model)
+    arch = arch_from_config(config, model_id, total, experts, emb, tied)
+    if path is not None:
+        try:
+            write_file_atomically(path, json.dumps(arch.to_dict(), indent=1))
+        except OSError:
+            pass  # a read-only cache only costs time
     return arch
 
 
+def kv_heads_per_device(arch: LLMArch, tensor_parallel: int) -> int:
+    """KV heads each device holds under ``tensor_parallel``-way tensor parallelism: the heads
+    are split, and when there are fewer KV heads than devices each is replicated (vLLM's
+    ``max(1, kv_heads // tp)``; an MQA model keeps its one KV head on every device)."""
+    return max(1, arch.kv_heads // max(1, tensor_parallel))
+
+
 def check_generation(arch: LLMArch, input_len: int, output_len: int, tensor_parallel: int,
-                     precision: str) -> None:
+                     precision: str, engine: str = "vllm") -> None:
     """Raise :class:`PerfcastError` (exit 2) for a request the model cannot serve: a context
-    beyond its positions, tensor parallelism that does not divide its heads."""
+    beyond its positions; under tensor parallelism (every engine but llama.cpp) a device count
+    that does not divide the attention heads, or neither divides nor is a multiple of the KV
+    heads (vLLM's rule); under llama.cpp's layer split more devices than layers."""
     if arch.max_positions and input_len + output_len > arch.max_positions:
         raise PerfcastError(f"{arch.model_id} holds at most {arch.max_positions:,} positions; "
                             f"input {input_len:,} + output {output_len:,} = "
                             f"{input_len + output_len:,} tokens")
-    if arch.heads % tensor_parallel:
-        raise PerfcastError(f"--tensor-parallel {tensor_parallel} does not divide "
-                            f"{arch.model_id}'s {arch.heads} attention heads "
-                            f"(use one of {', '.join(str(t) for t in range(1, 17) if arch.heads % t == 0)})")
+    tp = tensor_parallel
+    if engine == "llama.cpp":
+        if tp > arch.layers:
+            raise PerfcastError(f"llama.cpp splits {arch.model_id}'s {arch.layers} layers "
+                                f"across devices; --tensor-parallel {tp} is more devices than "
+                                f"layers")
+    else:
+        ok = [t for t in range(1, 65) if arch.heads % t == 0
+              and (arch.kv_heads % t == 0 if arch.kv_heads >= t else t % arch.kv_heads == 0)]
+        if arch.heads % tp:
+            raise PerfcastError(f"--tensor-parallel {tp} does not divide {arch.model_id}'s "
+                                f"{arch.heads} attention heads (use one of "
+                                f"{', '.join(map(str, ok))})")
+        if tp not in ok:
+            raise PerfcastError(f"--tensor-parallel {tp} neither divides {arch.model_id}'s "
+                                f"{arch.kv_heads} KV heads nor is a multiple of them (use one "
+                                f"of {', '.join(map(str, ok))})")
     if precision not in WEIGHT_BYTES:
         raise PerfcastError(f"unknown serving precision {precision!r}")
 
 
 __all__ = ["KV_BYTES", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES", "arch_from_config",
-           "check_generation", "llm_arch"]
+           "check_generation", "kv_heads_per_device", "llm_arch"]

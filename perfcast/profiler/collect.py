@@ -197,38 +197,190 @@ def graph_key_for(cfg: MeasureConfig) -> str | None:
         return None
 
 
+def _runner_kwargs(settings: CollectSettings) -> dict[str, Any]:
+    return {"warmup": settings.warmup, "iters": settings.iters, "timeout_s": settings.timeout_s,
+            "memory_limit_mb": settings.memory_limit_mb, "cpus": settings.cpus,
+            "torch_device": settings.torch_device, "max_seconds": settings.max_seconds}
+
+
+def pinned_cpus(threads: int | None, allowed: Iterable[int] | None = None) -> list[int] | None:
+    """The CPUs a Ray measurement of ``threads`` threads is pinned to when ``--cpus`` was not
+    given: the first ``threads`` of the node's ``allowed`` CPUs (default: this process's
+    affinity); ``None`` (not pinned) for torch's default thread count or where affinity is not
+    available."""
+    import os
+
+    if not threads:
+        return None
+    if allowed is None:
+        if not hasattr(os, "sched_getaffinity"):
+            return None
+        allowed = os.sched_getaffinity(0)
+    cpus = sorted(allowed)[:int(threads)]
+    return cpus or None
+
+
+def _measure_task(config: dict[str, Any], kwargs: dict[str, Any], cooldown_s: float,
+                  runner: Callable[..., Measurement] | None = None) -> Measurement:
+    """One configuration measured by a Ray task on the node that runs it (its measuring
+    subprocess, timeout and memory watchdog as without Ray); ``host`` = that node. The
+    cooldown comes first, while the task holds the node's measuring slot. On a CPU, without
+    ``--cpus``, a measurement with a thread count is pinned to that many of the node's CPUs
+    (:func:`pinned_cpus`; the row's ``env.affinity`` records them)."""
+    import socket
+
+    from perfcast.profiler.runner import run_isolated
+
+    if kwargs.get("cpus") is None and kwargs.get("torch_device") != "cuda":
+        kwargs = {**kwargs, "cpus": pinned_cpus(config.get("threads"))}
+    if cooldown_s:
+        time.sleep(cooldown_s)
+    m = (runner or run_isolated)(MeasureConfig.from_dict(config), **kwargs)
+    m.host = m.host or socket.gethostname()
+    return m
+
+
 def collect(store: MeasurementStore, configs: Iterable[MeasureConfig], settings: CollectSettings,
             progress: Callable[[int, int, MeasureConfig, Measurement | None], None] | None = None,
             runner: Callable[..., Measurement] | None = None,
-            lock: CollectorLock | None = None) -> dict[str, int]:
+            lock: CollectorLock | None = None, ray_address: str | None = None) -> dict[str, int]:
     """Measure every configuration not yet in ``store``, holding its collector lock throughout
     (busy: :class:`PerfcastError`, or wait with ``settings.wait_for_lock``) — or ``lock``, that
-    lock already acquired by the caller (who releases it). Returns counts by status."""
-    from perfcast.profiler.runner import run_isolated
+    lock already acquired by the caller (who releases it). Returns counts by status.
 
+    ``ray_address`` (:mod:`perfcast.distributed`: ``local``, ``auto``, ``HOST:PORT``): the
+    measurements run as Ray tasks — on CUDA each requests one GPU (``num_gpus=1``: one task per
+    GPU at a time), on a CPU one :data:`~perfcast.distributed.CPU_PROFILER` slot (one per node)
+    and its threads' CPUs (all of the node's for torch's default), pinned to ``settings.cpus``
+    when given, else to the first CPUs of the node (:func:`pinned_cpus`) — and each result is
+    written by this process as its task finishes, exactly as without Ray (resumable, claims on a
+    shared store). A task that fails (its worker died, the node was lost) is a ``failed`` row with the
+    reason; ``retry_failed`` measures it again. No automatic retry: a measurement that crashed
+    a worker once would likely do it again."""
     settings.validate()
-    runner = runner or run_isolated
+    if ray_address is None:
+        from perfcast.profiler.runner import run_isolated
+
+        runner = runner or run_isolated
     configs = list(dict.fromkeys(configs))  # dedupe, keep order
+    statuses = ["ok"] if settings.retry_failed else None
     with (nullcontext(lock) if lock is not None else
           store.collector_lock().acquire(wait=settings.wait_for_lock,
-                                         poll_s=settings.lock_poll_s)):
-        done = store.done_keys() if not settings.retry_failed else store.done_keys(["ok"])
+                                         poll_s=settings.lock_poll_s)) as held:
+        done = store.done_keys(statuses) if statuses else store.done_keys()
         todo = [c for c in configs if c.key() not in done]
         counts = {"skipped": len(configs) - len(todo), "ok": 0, "oom": 0, "timeout": 0,
-                  "failed": 0}
+                  "failed": 0, "claimed_elsewhere": 0}
+        if ray_address is not None:
+            _collect_on_ray(store, todo, settings, counts, held, statuses, progress, runner,
+                            ray_address)
+            return counts
+        measured = 0
         for i, cfg in enumerate(todo):
-            if progress:
-                progress(i, len(todo), cfg, None)
-            m = runner(cfg, warmup=settings.warmup, iters=settings.iters,
-                       timeout_s=settings.timeout_s, memory_limit_mb=settings.memory_limit_mb,
-                       cpus=settings.cpus, torch_device=settings.torch_device,
-                       max_seconds=settings.max_seconds)
-            m.graph_key = graph_key_for(cfg)
-            store.add(m, replace=settings.retry_failed)  # one transaction: whole row or none
+            key = cfg.key()
+            # a store shared by several machines: measure what no other collector is measuring
+            # and none has finished since the look above
+            if not held.claim(key):
+                counts["claimed_elsewhere"] += 1
+                continue
+            try:
+                if store.has(key, statuses) if statuses else store.has(key):
+                    counts["skipped"] += 1
+                    store.dequeue([key])
+                    continue
+                if measured and settings.cooldown_s:
+                    time.sleep(settings.cooldown_s)
+                if progress:
+                    progress(i, len(todo), cfg, None)
+                m = runner(cfg, **_runner_kwargs(settings))
+                m.graph_key = graph_key_for(cfg)
+                store.add(m, replace=settings.retry_failed)  # one transaction: whole row or none
+                store.dequeue([key])  # asked for by perfcast query --measure-missing
+                measured += 1
+            finally:
+                held.unclaim(key)
             counts[m.status] = counts.get(m.status, 0) + 1
             if progress:
                 progress(i + 1, len(todo), cfg, m)
             gc.collect()
-            if settings.cooldown_s and i + 1 < len(todo):
-                time.sleep(settings.cooldown_s)
     return counts
+
+
+def _collect_on_ray(store: MeasurementStore, todo: list[MeasureConfig], settings: CollectSettings,
+                    counts: dict[str, int], held: CollectorLock, statuses: list[str] | None,
+                    progress, runner, address: str) -> None:
+    """:func:`collect`'s measurements as Ray tasks, at most as many at once as the cluster has
+    measuring slots (GPUs, or CPU-profiler nodes), each claimed when it is submitted."""
+    from perfcast.distributed import CPU_PROFILER, cluster, failure_reason, require_resource
+
+    with cluster(address) as ray:
+        if settings.torch_device == "cuda":
+            slots = int(require_resource(ray, "GPU", "measuring on CUDA"))
+            base = {"num_gpus": 1, "num_cpus": 1}
+        else:
+            slots = int(require_resource(ray, CPU_PROFILER, "measuring on a CPU"))
+            base = {"resources": {CPU_PROFILER: 1}}
+        # CPUs of the nodes that measure (a CPU task runs on one of them)
+        node_cpus = [float(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes()
+                     if n.get("Alive") and (settings.torch_device == "cuda"
+                                            or n.get("Resources", {}).get(CPU_PROFILER))]
+        most, least = max(node_cpus, default=1.0), min(node_cpus, default=1.0)
+        task = ray.remote(_measure_task)
+        kwargs = _runner_kwargs(settings)
+        pending = iter(todo)
+        inflight: dict[Any, MeasureConfig] = {}
+        finished = 0
+
+        def submit() -> None:
+            while len(inflight) < max(1, slots):
+                cfg = next(pending, None)
+                if cfg is None:
+                    return
+                key = cfg.key()
+                if not held.claim(key):
+                    counts["claimed_elsewhere"] += 1
+                    continue
+                if store.has(key, statuses) if statuses else store.has(key):
+                    counts["skipped"] += 1
+                    store.dequeue([key])
+                    held.unclaim(key)
+                    continue
+                opts = dict(base, max_retries=0)
+                if settings.torch_device != "cuda":  # the CPUs its threads use, within a node;
+                    # torch's default thread count uses every CPU of the (smallest) node
+                    want = len(settings.cpus) if settings.cpus else (cfg.threads or least)
+                    opts["num_cpus"] = max(1.0, min(float(want), most))
+                inflight[task.options(**opts).remote(cfg.to_dict(), kwargs, settings.cooldown_s,
+                                                     runner)] = cfg
+                if progress:
+                    progress(finished, len(todo), cfg, None)
+
+        try:
+            submit()
+            while inflight:
+                done, _ = ray.wait(list(inflight), num_returns=1)
+                cfg = inflight.pop(done[0])
+                try:
+                    m = ray.get(done[0])
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the task failed: a failed row
+                    m = Measurement(config=cfg, status="failed", reason=failure_reason(exc))
+                m.graph_key = graph_key_for(cfg)
+                try:
+                    store.add(m, replace=settings.retry_failed)  # as it finishes: resumable
+                    store.dequeue([cfg.key()])
+                finally:
+                    held.unclaim(cfg.key())
+                counts[m.status] = counts.get(m.status, 0) + 1
+                finished += 1
+                if progress:
+                    progress(finished, len(todo), cfg, m)
+                submit()
+        finally:
+            for ref, cfg in inflight.items():  # interrupted: nothing recorded for these
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - finished meanwhile
+                    pass
+                held.unclaim(cfg.key())

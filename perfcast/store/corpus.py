@@ -91,9 +91,15 @@ def _alarm(*_):
 
 
 def _worker_init() -> None:
-    """Workers die quietly on the pool's SIGTERM (the CLI's handler is for the parent only)."""
+    """Workers die quietly on the pool's SIGTERM (the CLI's handler is for the parent only) and
+    trace with one torch thread each, as a Ray task of one CPU does (``OMP_NUM_THREADS=1``):
+    forked workers inherit torch's default of one thread per core, and ``workers`` of them
+    oversubscribe the cores (BENCHMARKS.md, issue 18)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates us
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def _row(item: CorpusItem, key: str) -> dict:
@@ -175,12 +181,107 @@ def _drop_partial_line(index: Path) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
+def _drop_failed_lines(index: Path) -> int:
+    """Take the ``failed`` / ``timeout`` lines out of ``index.csv`` (one atomic rewrite, only
+    when there are any): their items are built again. Returns how many were taken out."""
+    import io
+
+    from perfcast.paths import write_file_atomically
+
+    with open(index, newline="") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or INDEX_FIELDS
+        rows = list(reader)
+    keep = [r for r in rows if r.get("status") not in ("failed", "timeout")]
+    if len(keep) == len(rows):
+        return 0
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fields, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(keep)
+    write_file_atomically(index, buf.getvalue())
+    return len(rows) - len(keep)
+
+
+#: Ray memory request of a graph task (bytes): a heuristic, not a measurement — tracing runs
+#: on the meta device (no weights), so it grows with the graph, which grows with the model's
+#: size class; a training graph (backward and optimizer nodes) about half again.
+TRACE_MEMORY_BASE = 1536 * 2**20
+#: Ray retries of a graph task whose worker died (system failures only)
+GRAPH_TASK_RETRIES = 2
+_LARGE = ("large", "huge", "giant", "gigantic", "xlarge", "xxlarge", "_l_", "_h_", "_g_", "_e_")
+
+
+def trace_memory_bytes(items: list[CorpusItem]) -> int:
+    """The Ray ``memory`` request of the task building ``items`` (one model × input size):
+    :data:`TRACE_MEMORY_BASE`, doubled for a large model (``large``, ``huge``, ``giant`` … in
+    its name), × 1.5 when a training graph is among them."""
+    name = items[0].workload.spec.lower() + "_"
+    mem = TRACE_MEMORY_BASE * (2 if any(t in name for t in _LARGE) else 1)
+    if any(it.workload.mode == "train" for it in items):
+        mem = mem * 3 // 2
+    return int(mem)
+
+
+def _build_group_task(items: list[CorpusItem], timeout: int) -> tuple[list[dict],
+                                                                      dict[str, bytes]]:
+    """A Ray task: :func:`_build_group` in a scratch folder of the node that runs it; returns
+    the rows and each graph file's bytes (the driver writes them: no shared file system is
+    needed between the nodes and the corpus)."""
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="perfcast-corpus-")
+    try:
+        (Path(tmp) / "graphs").mkdir()
+        rows = _build_group((items, tmp, timeout))
+        blobs = {r["key"]: (Path(tmp) / "graphs" / f"{r['key']}.npz").read_bytes()
+                 for r in rows if r.get("status") == "ok"}
+        return rows, blobs
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ray_groups(ray, groups: list[list[CorpusItem]], out: Path, timeout_s: int):
+    """Each group's rows as its Ray task finishes (its graphs written to ``out`` first); a
+    failed task is a ``failed`` row per item, with the reason."""
+    from perfcast.distributed import as_completed, failure_reason
+    from perfcast.paths import write_file_atomically
+
+    task = ray.remote(max_calls=25)(_build_group_task)  # a fresh worker now and then (leaks)
+    # a request no node can grant would wait for ever: at most the largest node's memory
+    most = max((float(n.get("Resources", {}).get("memory", 0)) for n in ray.nodes()
+                if n.get("Alive")), default=0.0)
+    # a worker that died (e.g. killed by Ray's memory monitor when other processes filled the
+    # machine) is retried twice: building a graph again is harmless (the driver writes each
+    # result once); a graph that fails in Python is a failed row of _build_group, not retried
+    refs = {task.options(num_cpus=1, max_retries=GRAPH_TASK_RETRIES,
+                         memory=min(trace_memory_bytes(g), int(most)) if most else
+                         trace_memory_bytes(g)).remote(g, timeout_s): g for g in groups}
+    for ref, result, exc in as_completed(ray, refs):
+        if exc is not None:
+            reason = failure_reason(exc)
+            yield [{**_row(it, it.key()), "status": "failed", "reason": reason, "seconds": None}
+                   for it in refs[ref]]
+            continue
+        rows, blobs = result
+        for key, blob in blobs.items():
+            write_file_atomically(out / "graphs" / f"{key}.npz", blob)
+        yield rows
+
+
 def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: int = 2,
                  timeout_s: int = 300, limit: int | None = None,
-                 progress: Callable[[int, int, dict | None], None] | None = None) -> dict[str, int]:
+                 progress: Callable[[int, int, dict | None], None] | None = None,
+                 ray_address: str | None = None, retry_failed: bool = False) -> dict[str, int]:
     """Build every item's graph not yet in ``out_dir`` (at most ``limit`` new ones).
 
-    Returns counts by status; ``skipped`` counts items already in the index.
+    Returns counts by status; ``skipped`` counts items already in the index. ``retry_failed``:
+    the items whose index line is ``failed`` or ``timeout`` are built again — their lines are
+    taken out of the index first (rewritten atomically), so each key keeps one line. ``ray_address``
+    (:mod:`perfcast.distributed`; ``local`` starts a cluster of ``workers`` CPUs): each task is
+    a Ray CPU task (1 CPU, ``memory`` = :func:`trace_memory_bytes`) instead of a pool process;
+    its graphs and rows are written here as it finishes, exactly as with the pool.
     """
     out = Path(out_dir)
     (out / "graphs").mkdir(parents=True, exist_ok=True)
@@ -188,6 +289,8 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
     done: set[str] = set()
     _drop_partial_line(index)
     if index.exists():
+        if retry_failed:
+            _drop_failed_lines(index)
         with open(index, newline="") as f:
             done = {r["key"] for r in csv.DictReader(f)}
     todo = [it for it in dict.fromkeys(items) if it.key() not in done]
@@ -208,6 +311,21 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
             wl = it.workload
             groups.setdefault((wl.spec, wl.input_size, wl.seq_len, wl.mode, wl.precision),
                               []).append(it)
+        if ray_address is not None:
+            from perfcast.distributed import cluster
+
+            i = 0
+            with cluster(ray_address, num_cpus=max(1, workers)) as ray:
+                for rows in _ray_groups(ray, list(groups.values()), out, timeout_s):
+                    for row in rows:
+                        i += 1
+                        w.writerow(row)
+                        counts[row["status"]] = counts.get(row["status"], 0) + 1
+                        if progress:
+                            progress(i, len(todo), row)
+                    f.flush()
+                    os.fsync(f.fileno())  # each finished group on disk (resumable)
+            return counts
         ctx = mp.get_context("fork")
         i = 0
         # close + join after the last result (``with Pool`` would terminate idle workers, and a

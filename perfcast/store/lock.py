@@ -12,9 +12,12 @@ collector_lock>`).
 * **PostgreSQL** → a session advisory lock (``pg_try_advisory_lock``) keyed by this machine's
   host name, on a connection of its own (autocommit, application name ``perfcast collect
   pid=… host=…``) kept open for the whole collection; the server drops it when that connection
-  ends, so a killed collector never leaves it behind. Collectors on different machines may share
-  one PostgreSQL store (each measures its own device). Written against PostgreSQL's documented
-  API but **untested here: this project's machines have no PostgreSQL server** (its tests skip).
+  ends, so a killed collector never leaves it behind. Collectors on different machines share
+  one PostgreSQL store: each configuration is **claimed** while it is measured
+  (:meth:`CollectorLock.claim`: a session advisory lock keyed by the configuration, on the same
+  connection), so two collectors of the same device split a sweep instead of measuring every
+  configuration twice, and a killed collector's claims vanish with its connection. Tested
+  against a real server (tests/postgres_server.py).
 * In-memory SQLite: nothing to lock. Other databases: no lock, and a note says so.
 
 A busy store raises :class:`~perfcast.errors.PerfcastError` (exit code 2) naming the holder;
@@ -134,6 +137,15 @@ class CollectorLock:
 
     def release(self) -> None:
         raise NotImplementedError
+
+    def claim(self, key: str) -> bool:
+        """Claim configuration ``key`` for measuring while the lock is held: ``False`` when
+        another collector (on another machine) is measuring it now. Only a store shared by
+        several machines (PostgreSQL) has claims; elsewhere this is always ``True``."""
+        return True
+
+    def unclaim(self, key: str) -> None:
+        """Give a claim back (measured, failed or interrupted)."""
 
     def acquire(self, wait: bool = False, poll_s: float | None = None,
                 retry: str = RETRY_HINT) -> Self:
@@ -273,20 +285,25 @@ class FileLock(CollectorLock):
 _APP_NAME = re.compile(r"^perfcast collect pid=(\d+) host=(.*)$")
 
 
+def _advisory_key(text: str) -> int:
+    """A bigint advisory-lock key for ``text`` (the first 8 bytes of its SHA-256)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
+
+
 class PgAdvisoryLock(CollectorLock):
-    """A PostgreSQL session advisory lock, one per store and machine (see the module docstring).
-    Untested here (no PostgreSQL server on this project's machines)."""
+    """A PostgreSQL session advisory lock, one per store and machine, and the claims of the
+    configurations being measured (see the module docstring)."""
 
     def __init__(self, url, store: str):
-        import hashlib
-
         self.url = url  # sqlalchemy URL (with its password: never printed)
         self.store = store
         self.host = socket.gethostname()
-        digest = hashlib.sha256(f"perfcast collect|{self.host}".encode()).digest()
-        self.key = int.from_bytes(digest[:8], "big", signed=True)  # bigint advisory key
+        self.key = _advisory_key(f"perfcast collect|{self.host}")  # bigint advisory key
         self._engine = None
         self._conn = None
+        self._claims: set[int] = set()
 
     def _connect(self) -> None:
         from sqlalchemy import create_engine
@@ -342,14 +359,42 @@ class PgAdvisoryLock(CollectorLock):
             self._engine.dispose()
         self._conn = self._engine = None
 
+    def claim(self, key: str) -> bool:
+        """``pg_try_advisory_lock`` on the configuration's key, on the lock's connection (the
+        lock must be held): ``False`` when another collector's session holds it."""
+        from sqlalchemy import text
+
+        if self._conn is None:
+            raise PerfcastError(f"claim of a configuration without holding the collector lock "
+                                f"of {self.store}")
+        k = _advisory_key(f"perfcast claim|{key}")
+        if k in self._claims:
+            return True
+        if self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": k}).scalar():
+            self._claims.add(k)
+            return True
+        return False
+
+    def unclaim(self, key: str) -> None:
+        from sqlalchemy import text
+
+        k = _advisory_key(f"perfcast claim|{key}")
+        if k not in self._claims or self._conn is None:
+            return
+        self._claims.discard(k)
+        with contextlib.suppress(Exception):  # a lost connection has released it already
+            self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": k})
+
     def release(self) -> None:
-        """Unlock and close the lock's connection (closing alone would release it too)."""
+        """Unlock (claims too) and close the lock's connection (closing alone would release
+        them as well)."""
         if self._conn is None:
             return
         from sqlalchemy import text
 
         with contextlib.suppress(Exception):  # a lost connection has released it already
-            self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+            self._conn.execute(text("SELECT pg_advisory_unlock_all()"))
+        self._claims.clear()
         self._close()
 
 

@@ -1,13 +1,21 @@
 """The shipped LLM generation models (``perfcast train --recipe llm``): one
-:class:`~perfcast.predictors.llm.LLMGenerationPredictor` per target, each in the formulation that
-won leave-one-hardware-out in ``reports/llm/`` (the split of a user with new hardware):
+:class:`~perfcast.predictors.llm.LLMGenerationPredictor` per target, each in the formulation with
+the lowest leave-one-hardware-out error on the NVIDIA GPUs in ``reports/llm/`` (the split of a
+user with a new GPU):
 
-* ``llm-latency``: LLM-Inference-Bench batch latency, ``residual`` (bound × learned factor),
-  hardware as vendor + ridge point — 29 % pooled LOHO (NVIDIA 15–17 %) vs 75 % for the thesis'
-  direct formulation;
-* ``llm-power``: ML.ENERGY average power per GPU as a fraction of TDP (``direct``, specs).
+* ``llm-latency``: LLM-Inference-Bench batch latency, ``blend`` (bound × learned factor ≥ 1:
+  the engine model with its booster ⊗ the residual booster with vendor + ridge point);
+* ``llm-power``: ML.ENERGY average power per GPU as a fraction of TDP (``direct``, specs),
+  bounded to ``[idle, TDP]`` where it is used (:mod:`perfcast.llm.energy`).
 
-Each is trained on every row of its source and saved under ``shipped_dir()/llm-<target>/``.
+Each is trained on every row of its source (the loaders' documented drops aside) and saved as
+``<out>/llm-<target>/`` (``config.json`` + ``model.safetensors``). The shipped ones are rebuilt,
+byte for byte (fixed seeds), from a checkout with::
+
+    perfcast train --recipe llm --out perfcast/training/shipped
+
+(without ``--out`` into ``<data home>/models/llm``, used through ``PERFCAST_SHIPPED_DIR``, as
+every recipe). ``trained_on`` names the source file, its SHA-256 and this command.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import Any
 
 #: target → (source loader name, predictor parameters, directory name)
 LLM_MODELS = {
-    "latency_s": ("llm-inference-bench", {"target_mode": "residual", "hardware": "vendor"},
+    "latency_s": ("llm-inference-bench", {"target_mode": "blend", "hardware": "vendor"},
                   "llm-latency"),
     "power_per_device_w": ("mlenergy-v2", {"target_mode": "direct", "hardware": "specs"},
                            "llm-power"),
@@ -28,22 +36,31 @@ LLM_MODELS = {
 
 def train_llm(out_root: str | Path | None = None) -> dict[str, Any]:
     """Fit and save the models of :data:`LLM_MODELS`; returns where and on how many rows."""
-    from perfcast.datasets.llm import load_llm_bench, load_mlenergy
-    from perfcast.predictors.llm import LLMGenerationPredictor, features
-    from perfcast.training.shipped import shipped_dir
+    import hashlib
 
-    root = Path(out_root) if out_root else shipped_dir()
+    from perfcast.datasets.llm import load_llm_bench, load_mlenergy
+    from perfcast.llm.model import LLMGenerationPredictor, features
+    from perfcast.paths import public_data_dir
+    from perfcast.training.trainer import default_recipe_dir
+
+    root = Path(out_root) if out_root else default_recipe_dir("llm")
     t0 = time.perf_counter()
     frames = {"llm-inference-bench": load_llm_bench, "mlenergy-v2": load_mlenergy}
+    files = {"llm-inference-bench": "llm-inference-bench.csv",
+             "mlenergy-v2": "mlenergy-leaderboard-v2.csv"}
     out = {}
     for target, (source, params, name) in LLM_MODELS.items():
         df = frames[source]()
         X = features(df, "latency_s" if target == "latency_s" else "tpot_s")
         m = LLMGenerationPredictor(target=target, **params).fit(X, df[target].to_numpy())
-        m.trained_on_ = {"source": source, "records": len(df),
+        raw = (public_data_dir() / files[source]).read_bytes()
+        m.trained_on_ = {"source": source, "file": files[source],
+                         "sha256": hashlib.sha256(raw).hexdigest(), "records": len(df),
                          "devices": sorted(df["device"].unique().tolist()),
                          "models": int(df["model"].nunique()),
-                         "evaluation": "reports/llm/README.md"}
+                         "engines": sorted(df["framework"].unique().tolist()),
+                         "evaluation": "reports/llm/README.md",
+                         "command": "perfcast train --recipe llm --out perfcast/training/shipped"}
         m.save(root / name)
         out[name] = {"records": len(df), "path": str(root / name)}
     return {"models": out, "seconds": round(time.perf_counter() - t0, 1)}
@@ -59,7 +76,7 @@ def load_llm_model(target: str):
 
 @lru_cache(maxsize=8)
 def _load(path: str):
-    from perfcast.predictors.llm import LLMGenerationPredictor
+    from perfcast.llm.model import LLMGenerationPredictor
 
     return LLMGenerationPredictor.load(path)
 

@@ -160,13 +160,17 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
 
         key = get_device(device).key
         df = df[df["device"].astype(str).isin({device, key})].assign(device=key)
+    from perfcast.store.db import display_url
+
+    shown = display_url(data)  # a store URL's password masked
     if len(df) == 0:
-        raise PerfcastError(f"{data}: no labeled record{' for device ' + device if device else ''}")
+        raise PerfcastError(f"{shown}: no labeled record"
+                            f"{' for device ' + device if device else ''}")
     fs = feature_set(df, workers=workers, memsim=bool(pred.trained_on_.get("memsim")),
                      plans=pred.uses_plans, progress=progress)
     targets = [t for t in pred.targets_ if t in fs.labeled_targets()]
     if not targets:
-        raise PerfcastError(f"{data}: no labels for the predictor's targets "
+        raise PerfcastError(f"{shown}: no labels for the predictor's targets "
                             f"({', '.join(pred.targets_)})")
 
     pred, recipe, scores = adapt_predictor(pred, fs, transfer, targets=targets, epochs=epochs,

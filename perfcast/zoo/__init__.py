@@ -53,8 +53,9 @@ def register_builder(kind: str, builder: Builder, default_input: DefaultInput) -
 def _entry(workload: Workload) -> tuple[Builder, DefaultInput]:
     kind = workload.model.kind
     if kind not in _BUILDERS:
-        if kind == "onnx":
-            raise PerfcastError(f"{workload.spec}: an ONNX file is a graph, not a PyTorch model — "
+        if kind == "onnx" or workload.model.framework != "pytorch":
+            what = "an ONNX file" if kind == "onnx" else f"a {workload.model.framework} model"
+            raise PerfcastError(f"{workload.spec}: {what} is a graph, not a PyTorch model — "
                                 f"give the PyTorch model (timm:, torchvision:, hf: or "
                                 f"module:callable) for this")
         raise PerfcastError(f"no model builder for {kind}: specs")
@@ -149,6 +150,8 @@ def finish(module, args: tuple, model_id: str, shape: tuple[int, ...], device: s
 
 
 from perfcast.zoo import hf as _hf  # noqa: E402, F401  (registers the hf: builder)
+from perfcast.zoo import keras_apps as _keras_apps  # noqa: E402, F401  (keras: names, inputs)
+from perfcast.zoo import paddle_vision as _paddle_vision  # noqa: E402, F401  (paddle: likewise)
 from perfcast.zoo import vision as _vision  # noqa: E402, F401  (timm:, torchvision:, module:, objects)
 from perfcast.zoo.vision import create_timm_model, resolve_timm_name  # noqa: E402
 
