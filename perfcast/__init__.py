@@ -31,6 +31,7 @@ _LAZY = {
     "MigAdvice": "perfcast.decisions", "Ranking": "perfcast.decisions",
     "estimate_cost": "perfcast.decisions", "max_batch_size": "perfcast.decisions",
     "rank": "perfcast.decisions", "recommend_mig": "perfcast.decisions",
+    "PowerLimitChoice": "perfcast.decisions", "choose_power_limit": "perfcast.decisions",
     "PerfcastError": "perfcast.errors",
     "Edge": "perfcast.graph", "GraphMeta": "perfcast.graph", "ModelGraph": "perfcast.graph",
     "Node": "perfcast.graph",
@@ -53,4 +54,5 @@ def __dir__() -> list[str]:
 
 __all__ = ["__version__", "load_graph", "predict", "Prediction", "recommend_mig", "MigAdvice",
            "max_batch_size", "FitResult", "estimate_cost", "CostEstimate", "rank", "Ranking",
+           "choose_power_limit", "PowerLimitChoice",
            "PerfcastError", "ModelGraph", "Node", "Edge", "GraphMeta"]

@@ -39,7 +39,7 @@ def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = 
 WORKLOAD_KEYWORDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
                      "example_inputs")
 PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb",
-                   "threads")
+                   "threads", "coverage", "power_limit_w")
 
 
 def parse_request(model: Any, **kwargs: Any) -> tuple[Workload, dict[str, Any]]:
@@ -111,15 +111,34 @@ class Prediction:
     memory_mb: float | None = None
     energy_j: float | None = None
     power_w: float | None = None
+    #: the GPU power limit (W) energy_j / power_w (and time_ms, where it binds) are for: the
+    #: device's TDP unless ``power_limit_w`` was given (``None``: no energy answer)
+    power_limit_w: float | None = None
     capacity_mb: float | None = None
     fits: bool | None = None
+    #: calibrated intervals (:mod:`perfcast.uncertainty`): ``<key>_low`` ≤ ``<key>`` ≤
+    #: ``<key>_high`` at ``coverage`` (``None`` where no calibration exists; ``intervals`` says
+    #: why, per key); ``ood``: ``{score, reasons, threshold, flagged}``
+    time_ms_low: float | None = None
+    time_ms_high: float | None = None
+    memory_mb_low: float | None = None
+    memory_mb_high: float | None = None
+    energy_j_low: float | None = None
+    energy_j_high: float | None = None
+    coverage: float | None = None
+    intervals: dict[str, Any] = field(default_factory=dict)
+    ood: dict[str, Any] = field(default_factory=dict)
     predictor: dict[str, str] = field(default_factory=dict)
     trained_on: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     route: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        route, self.route = self.route, None  # not serialised, and never deep-copied (it
+        try:  # holds the routed request: graph, a running simulation's process handle …)
+            d = asdict(self)
+        finally:
+            self.route = route
         d.pop("route", None)
         return d
 
@@ -129,7 +148,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             mode: str = "infer", precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
             predictor: str | None = None, example_inputs: tuple | None = None,
             use_cache: bool = True, overlap_simulation: bool = False,
-            runtime_overhead_mb: float | None = None, threads: int | None = None) -> Prediction:
+            runtime_overhead_mb: float | None = None, threads: int | None = None,
+            coverage: float = 0.9, power_limit_w: float | None = None) -> Prediction:
     """Forecast time, memory and energy of ``model`` on ``device``.
 
     ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx``,
@@ -148,6 +168,10 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     cores as the registry detects them for ``cpu``, unset for other CPUs).
     ``overlap_simulation``: when the graph is not cached yet, run the memory simulation in a
     forked child process meanwhile (the CLI does: a fresh process; ≈ 1 s off a cold start).
+    ``coverage``: of the calibrated intervals ``<key>_low`` / ``<key>_high`` (see
+    :mod:`perfcast.uncertainty`).
+    ``power_limit_w``: the GPU's power limit (W, within its range; default its TDP): energy and
+    power at that limit, and the time where the limit binds (:mod:`perfcast.energy`).
     """
     from perfcast.devices import get_device
 
@@ -157,13 +181,15 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
                     example_inputs=example_inputs)
     return predict_workload(w, dev, predictor=predictor, use_cache=use_cache,
                             overlap_simulation=overlap_simulation,
-                            runtime_overhead_mb=runtime_overhead_mb, threads=threads)
+                            runtime_overhead_mb=runtime_overhead_mb, threads=threads,
+                            coverage=coverage, power_limit_w=power_limit_w)
 
 
 def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cache: bool = True,
                      overlap_simulation: bool = False,
                      runtime_overhead_mb: float | None = None,
-                     threads: int | None = None) -> Prediction:
+                     threads: int | None = None, coverage: float = 0.9,
+                     power_limit_w: float | None = None) -> Prediction:
     """:func:`predict` for a parsed workload on a :class:`~perfcast.devices.Device` (what the
     decisions call for every batch or device they try)."""
     from perfcast import routing
@@ -181,6 +207,14 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1 or threads > 4096):
         raise PerfcastError(f"threads must be an integer in 1..4096, got {threads!r}")
+    if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
+            or not 0 < coverage < 1:
+        raise PerfcastError(f"coverage must be a fraction between 0 and 1 (e.g. 0.9), "
+                            f"got {coverage!r}")
+    if power_limit_w is not None:  # before any graph is built
+        from perfcast.energy import check_power_limit
+
+        check_power_limit(dev, power_limit_w)
     sim_job = _start_simulation(w) if overlap_simulation and use_cache else None
     try:
         from perfcast.cache import get_graph
@@ -188,13 +222,13 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
         graph = get_graph(routing.graph_workload(w), use_cache=use_cache)
         r = routing.route(w, dev, graph=graph, predictor=predictor, use_cache=use_cache,
                           sim_job=sim_job, overhead_mb=runtime_overhead_mb, threads=threads,
-                          precision_note=precision_note)
+                          precision_note=precision_note, power_limit_w=power_limit_w)
     finally:
         if sim_job is not None:
             sim_job.cancel()
     out = Prediction(model=w.spec, device=dev.key, mode=w.mode, precision=w.precision,
                      batch_size=w.batch_size, input_size=r.input_size, seq_len=w.seq_len,
-                     notes=r.notes, route=r)
+                     notes=r.notes, route=r, power_limit_w=r.power_limit_w)
     for target, ans in r.answers.items():
         setattr(out, target, ans.value)
         if ans.predictor is not None:
@@ -210,6 +244,13 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
             where = "this machine's RAM" if dev.detected else f"the {dev.key}'s memory"
             out.notes.append(f"fits: no — {out.memory_mb:,.0f} MiB predicted, "
                              f"{out.capacity_mb:,.0f} MiB in {where}")
+    if out.fits is False and out.time_ms is not None:
+        out.notes.append(f"time_ms: hypothetical — the run cannot execute on {dev.key} (its "
+                         f"memory does not fit), so no one can measure this time; it is what "
+                         f"the device would take with enough memory")
+    from perfcast.uncertainty import annotate
+
+    annotate(out, r, coverage)
     if out.energy_j and out.time_ms:
         out.power_w = out.energy_j / (out.time_ms / 1e3)
     else:

@@ -261,7 +261,8 @@ def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
         out.energy_per_request_j = out.energy_j / seqs
         out.energy_per_1k_tokens_j = out.energy_per_token_j * 1000
         out.predictor["energy_j"] = ("power (llm-xgboost, fraction of TDP, bounded between "
-                                     "idle and TDP) × devices × time_ms")
+                                     "idle and TDP by perfcast.energy, the one energy code "
+                                     "path) × devices × time_ms")
         out.trained_on["energy_j"] = pw.trained_on_
         out.notes.append(f"energy: power bounded between idle {idle:,.0f} W ({idle_src}) and "
                          f"TDP {tdp:,.0f} W per device")

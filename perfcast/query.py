@@ -303,6 +303,10 @@ def apply_measurements(p, store: str, *, threads: int | None = None, optimizer: 
             setattr(p, t, a.value)
             p.predictor[t] = "measured"
             p.trained_on.pop(t, None)
+            if hasattr(p, f"{t}_low"):  # a measurement has no prediction interval
+                setattr(p, f"{t}_low", None)
+                setattr(p, f"{t}_high", None)
+                p.intervals[t] = {"coverage": None, "note": f"{t}: measured, not predicted"}
             what = f"{t}: measured in {target} on {a.measured_at}"
             if a.spread and t == "time_ms" and a.spread.get("p10") is not None:
                 what += (f" (p10–p90 {a.spread['p10']:.3f}–{a.spread['p90']:.3f} ms, "
@@ -312,6 +316,8 @@ def apply_measurements(p, store: str, *, threads: int | None = None, optimizer: 
             notes.append(what)
         if p.time_ms:
             p.throughput_samples_per_s = p.batch_size / p.time_ms * 1e3
+        if not any(v.get("coverage") for v in (getattr(p, "intervals", None) or {}).values()):
+            p.coverage = None
         if p.memory_mb is not None and p.capacity_mb is not None:
             p.fits = bool(p.memory_mb <= p.capacity_mb)
         if p.energy_j and p.time_ms:

@@ -12,7 +12,10 @@ For a :class:`~perfcast.workload.Workload` on a :class:`~perfcast.devices.Device
    simulation is skipped when the simulation cannot run;
 3. else a fallback: **time** — the roofline bound (Σ max(FLOPs ÷ peak, bytes ÷ bandwidth) +
    launch overhead; an optimistic bound), **memory** — the tensor-memory simulation (+ the
-   measured GPU runtime overhead on a GPU), **energy** — none;
+   measured GPU runtime overhead on a GPU), **energy** — on a GPU the power model of
+   :mod:`perfcast.energy` (average power at the power limit, default TDP, × the time; where the
+   limit binds the time grows by the learned slowdown, bound ``power-limit-slowdown``); on a
+   CPU none;
 4. bounds — every answer physically possible; a value that would break one is raised to it, with
    the bound in ``Answer.bounds`` and a note:
 
@@ -58,6 +61,8 @@ TIME_LOWER_BOUND = "time-lower-bound"
 TIME_MONOTONE = "time-monotone"
 #: ``Answer.bounds`` entry: the time was extrapolated past the batch where the model turns flat.
 TIME_BATCH_SCALING = "time-batch-scaling"
+#: ``Answer.bounds`` entry: the time grew because the power limit binds (:mod:`perfcast.energy`).
+POWER_LIMIT_SLOWDOWN = "power-limit-slowdown"
 #: Batches a learned time model is read at (:func:`_time_bounds`): every batch to 16, then eight
 #: per octave (≈ 9 % apart) to 65,536.
 BATCH_GRID: tuple[int, ...] = tuple(sorted({*range(1, 17),
@@ -77,6 +82,9 @@ class Answer:
     trained_on: dict[str, Any] | None = None
     bounds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the shipped manifest entry's ``id`` that answered (``None``: a user's or calibrated
+    #: model, a fallback) — what :mod:`perfcast.uncertainty` finds the calibration by
+    model_id: str | None = None
 
     @property
     def learned(self) -> bool:
@@ -92,6 +100,11 @@ class Route:
     notes: list[str]
     precision_note: str | None = None
     input_size: list[int] | None = None
+    #: the GPU power limit the energy (and a limit-bound time) is for (W; ``None``: no energy)
+    power_limit_w: float | None = None
+    #: the routed request (graph summary, floors) — what :func:`perfcast.uncertainty.annotate`
+    #: reads for the OOD score; not serialised
+    request: Any = field(default=None, repr=False, compare=False)
 
 
 def shipped_precision(device: str, mode: str) -> tuple[str, str | None]:
@@ -150,6 +163,9 @@ class _Request:
         self._cost = None
         self.threads: int | None = None
         self.memsim_notes: list[str] = []
+        self.power_limit_w: float | None = None
+        self.power_w: float | None = None
+        self.answers: dict[str, Answer] = {}
         #: the predictor that answered each learned target and whether it read the simulation
         self.answered_by: dict[str, tuple[Any, bool]] = {}
 
@@ -202,15 +218,15 @@ class _Request:
     def plan(self):
         """The request's :class:`~perfcast.features.kernels.KernelPlan` (forward graphs at batch
         2 and 3, from the graph cache), ``None`` when the model's graph changes structure with
-        the batch."""
+        the batch or the model takes no batch of 2 or 3 (an ONNX file with a fixed batch)."""
         if self._plan is None:
             from perfcast.cache import get_graph
             from perfcast.features.kernels import KernelPlan
             from perfcast.features.records import plan_workloads
 
-            g2, g3 = (get_graph(pw, use_cache=self.use_cache)
-                      for pw in plan_workloads(graph_workload(self.w)))
             try:
+                g2, g3 = (get_graph(pw, use_cache=self.use_cache)
+                          for pw in plan_workloads(graph_workload(self.w)))
                 self._plan = [KernelPlan.from_graphs(g2, g3)]
             except PerfcastError:
                 self._plan = [None]
@@ -260,6 +276,12 @@ class _Request:
         except PerfcastError:
             return None
         return v if math.isfinite(v) and v > 0 else None
+
+    def memory_floor(self) -> float:
+        """The request's memory lower bound (MiB): :func:`memory_floor_mb`, or the simulated live
+        tensors when the simulation already ran for this request (they must all exist)."""
+        sim = self._memsim[0] if self._memsim else None
+        return max(memory_floor_mb(self.summary, self.w), float(sim or 0.0))
 
     def grid(self, pred, target: str):
         """``(batches, values)``: ``pred``'s answers for this request at every
@@ -311,17 +333,21 @@ class _Request:
 
 def route(workload: Workload, device, *, graph, predictor: str | None = None,
           use_cache: bool = True, sim_job=None, overhead_mb: float | None = None,
-          precision_note: str | None = None, threads: int | None = None) -> Route:
+          precision_note: str | None = None, threads: int | None = None,
+          power_limit_w: float | None = None) -> Route:
     """Answer every target for ``workload`` (batch and precision chosen) on ``device`` (a
     :class:`~perfcast.devices.Device`) from its learning ``graph`` (see the module docstring).
     ``predictor``: a registry name among the shipped models (checked by the caller with
     :func:`check_predictor_name`, before the graph is built) or a saved predictor's directory;
     ``overhead_mb``: GPU runtime overhead added to simulated memory (``None``: measured median);
     ``sim_job``: a :class:`~perfcast.memory.cache.SimulationJob` already running;
-    ``threads``: CPU threads (CPU devices; default: the local ``cpu``'s usable cores)."""
+    ``threads``: CPU threads (CPU devices; default: the local ``cpu``'s usable cores);
+    ``power_limit_w``: the GPU's power limit (W; default its TDP, what the time models are for)
+    — energy and, where the limit binds, time are answered at it (:mod:`perfcast.energy`)."""
     notes: list[str] = [precision_note] if precision_note else []
     req = _Request(workload, device, graph, notes, use_cache, sim_job)
     req.threads = _threads_for(device, threads)
+    req.power_limit_w = power_limit_w
     user_pred = None
     if predictor and looks_like_path(predictor):
         from perfcast.predictors import load_predictor
@@ -332,6 +358,7 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
             notes.append(f"{predictor} was trained on {', '.join(devs)}, not {device.key}")
     overhead, overhead_src = _gpu_overhead(device, overhead_mb)
     answers: dict[str, Answer] = {}
+    req.answers = answers
     for target in TARGETS:
         ans = Answer(target)
         answers[target] = ans
@@ -355,8 +382,14 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
         if target == "memory_mb":
             ans.notes[:0] = req.memsim_notes
     _domain_note(answers, workload, notes, user_pred is not None)
+    limit = None
+    if answers["energy_j"].source != "none" and device.is_gpu and device.tdp_w:
+        from perfcast.energy import check_power_limit
+
+        limit = check_power_limit(device, power_limit_w)
     return Route(answers=answers, notes=notes, precision_note=precision_note,
-                 input_size=list(workload.input_size) if workload.input_size else req.shape)
+                 input_size=list(workload.input_size) if workload.input_size else req.shape,
+                 request=req, power_limit_w=limit)
 
 
 def _threads_for(device, threads: int | None) -> int | None:
@@ -416,12 +449,13 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
         pred = shipped.load_entry(entry)
         ans.value = req.run(pred, bool(entry.get("memsim")), target)
         ans.source, ans.predictor, ans.trained_on = "learned", pred.name, pred.trained_on_
+        ans.model_id = _shipped_id(entry)
         if not name and (ans.value is None or _gaps(req, pred, entry, target)):
             _next_shipped(ans, req, entry)
         if ans.value is not None:
             return
         no_answer = ans.predictor
-        ans.source, ans.predictor, ans.trained_on = "none", None, None
+        ans.source, ans.predictor, ans.trained_on, ans.model_id = "none", None, None, None
         notes.append(f"{target}: the shipped {no_answer} model gives no finite answer for {desc}, "
                      f"batch {w.batch_size:,} (nor does another shipped model)")
     if target == "time_ms":
@@ -446,6 +480,10 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
         value = req.memsim()
         if value is not None:
             ans.value, ans.source, ans.predictor = value + overhead, "simulation", "simulation"
+            if dev.is_gpu:
+                from perfcast.uncertainty import SIMULATION_GPU
+
+                ans.model_id = SIMULATION_GPU
             notes.append(
                 f"memory_mb: {'no finite learned answer' if no_answer else 'no learned memory model'}"
                 f" for {desc} — tensor-memory simulation "
@@ -455,8 +493,71 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
         else:
             notes.append(f"memory_mb: no learned memory model for {desc} and no simulation")
     else:  # energy
-        notes.append(f"energy_j: no energy measurements for {desc} in the training data, so "
-                     f"no energy model")
+        _power_model_energy(ans, req)
+
+
+def _power_model_energy(ans: Answer, req: _Request) -> None:
+    """Step 3 for energy: the power model (:mod:`perfcast.energy`) — average board power of a
+    step at the power limit from the step's work and its predicted time, bounded to [idle,
+    min(limit, TDP)], × the time. Where the limit binds, the time answer grows by the learned
+    slowdown (with a note). CPUs: no answer (no CPU energy measurements to learn from)."""
+    from perfcast import energy as E
+
+    dev, w, notes = req.device, req.w, req.notes
+    t = req.answers.get("time_ms")
+    if not dev.is_gpu:
+        notes.append(f"energy_j: no power model for CPUs ({dev.key}): perfcast has no "
+                     f"RAPL-style CPU energy measurements to learn one from")
+        return
+    if not dev.tdp_w:
+        notes.append(f"energy_j: {dev.key} has no TDP in its spec, so no power model answer")
+        return
+    if t is None or t.value is None:
+        notes.append("energy_j: needs a time prediction (energy = power × time)")
+        return
+    limit = E.check_power_limit(dev, req.power_limit_w)
+    try:
+        model = E.load_power_model()
+    except PerfcastError as exc:
+        notes.append(f"energy_j: {exc}")
+        return
+    flops, moved, kernels = E.step_work(req.cost(), int(w.batch_size), w.mode, w.precision,
+                                        w.train_optimizer)
+    feats = E.step_features(flops, moved, kernels, t.value / 1e3, dev, w.precision,
+                            int(w.batch_size))
+    p, slow, p0 = model.step(feats, dev, limit)
+    idle, tdp, idle_src = E.power_bounds(dev)
+    rng = E.limit_range(dev)
+    if slow > 1.0 + 1e-9:
+        t0 = t.value
+        t.value = t0 * slow
+        t.bounds.append(POWER_LIMIT_SLOWDOWN)
+        msg = (f"time_ms: at a {limit:,.0f} W power limit the GPU would draw {p0:,.0f} W "
+               f"unconstrained, so it clocks down: {t0:,.4g} ms × {slow:.3f} = {t.value:,.4g} "
+               f"ms (slowdown learned from the Zeus power-limit traces)")
+        notes.append(msg)
+        t.notes.append(msg)
+    ans.value = E.energy_j(p, 1, t.value / 1e3)
+    ans.source, ans.predictor = "learned", "power-model × time_ms"
+    ans.trained_on = model.trained_on
+    ans.model_id = "power-model"  # a calibration of energy_j intervals keys on this
+    req.power_w = p
+    notes.append(f"energy_j: power {p:,.0f} W at a {limit:,.0f} W limit "
+                 f"({'the default, TDP' if req.power_limit_w is None else 'given'}; "
+                 f"{dev.key} accepts {rng.low:,.0f}-{rng.high:,.0f} W) from the power model "
+                 f"trained on the Zeus traces (4 GPUs, 6 training workloads; its error is in "
+                 f"reports/energy/), bounded between idle {idle:,.0f} W ({idle_src}) and "
+                 f"min(limit, TDP {tdp:,.0f} W); × time_ms")
+    if w.mode != "train" or w.precision != "fp32":
+        notes.append(f"energy_j: the Zeus traces are fp32 training runs; {w.mode} "
+                     f"{w.precision} power is extrapolated through the same utilisation "
+                     f"features")
+
+
+def _shipped_id(entry: dict) -> str | None:
+    """The id of a shipped manifest entry (``None`` for a user's calibrated model: the shipped
+    calibration is not about it)."""
+    return None if entry.get("root") else entry.get("id")
 
 
 def _gaps(req: _Request, pred, entry: dict, target: str) -> bool:
@@ -493,6 +594,7 @@ def _next_shipped(ans: Answer, req: _Request, tried: dict) -> None:
                              f"for some batch sizes (it cannot scale the batch)")
             req.notes[-1] += f"; the {pred.name} model answered"
             ans.value, ans.predictor, ans.trained_on = value, pred.name, pred.trained_on_
+            ans.model_id = _shipped_id(e)
             return
     if first is not None:
         req.answered_by[target] = first
@@ -680,6 +782,7 @@ __all__ = [
     "BATCH_GRID",
     "MEMORY_LOWER_BOUND",
     "MEMORY_WEIGHTS_BOUND",
+    "POWER_LIMIT_SLOWDOWN",
     "SOURCES",
     "TIME_BATCH_SCALING",
     "TIME_LOWER_BOUND",

@@ -70,7 +70,12 @@ def test_mig_end_to_end_prediction():
     assert a.profile == "1g.5gb"
     assert a.predictor["memory_mb"] == "simulation"
     p = perfcast.predict(TINY, device="a100-40gb", batch_size=4, **SMALL)
-    assert a.memory_mb == pytest.approx(p.memory_mb)
+    # planned with the calibrated upper bound by default (--risk safe), the point on request
+    assert a.risk == "safe" and a.memory_mb_central == pytest.approx(p.memory_mb)
+    assert a.memory_mb == pytest.approx(p.memory_mb_high)
+    assert a.required_mb == pytest.approx(p.memory_mb_high * 1.1)
+    central = recommend_mig(TINY, device="a100-40gb", batch_size=4, risk="central", **SMALL)
+    assert central.memory_mb == pytest.approx(p.memory_mb)
     assert a.slice_time_ms == pytest.approx(p.time_ms * 108 / 14)
     # the simulation on a GPU includes the measured runtime overhead
     from perfcast.memory.overhead import runtime_overhead_mb
@@ -82,7 +87,7 @@ def test_mig_end_to_end_prediction():
 
 def test_max_batch_size_consistent_with_predict():
     r = perfcast.max_batch_size(TINY, device="a100-40gb", mode="train", mig_profile="1g.5gb",
-                                **SMALL)
+                                risk="central", **SMALL)
     assert r.max_batch_size and r.max_batch_size > 1
     cap = r.capacity_mb
     at = perfcast.predict(TINY, device="a100-40gb", mode="train", batch_size=r.max_batch_size,
@@ -94,8 +99,14 @@ def test_max_batch_size_consistent_with_predict():
     assert r.throughput_samples_per_s == pytest.approx(r.max_batch_size / r.time_ms * 1e3)
     # a bigger margin never allows a bigger batch
     r2 = perfcast.max_batch_size(TINY, device="a100-40gb", mode="train", mig_profile="1g.5gb",
-                                 margin=0.5, **SMALL)
+                                 margin=0.5, risk="central", **SMALL)
     assert r2.max_batch_size < r.max_batch_size
+    # planning with the calibrated upper memory bound (the default) never allows a bigger batch
+    safe = perfcast.max_batch_size(TINY, device="a100-40gb", mode="train",
+                                   mig_profile="1g.5gb", **SMALL)
+    assert safe.risk == "safe" and safe.max_batch_size <= r.max_batch_size
+    if safe.memory_mb_high is not None:
+        assert safe.planned_memory_mb >= safe.memory_mb
     with pytest.raises(PerfcastError, match="MIG profile"):
         perfcast.max_batch_size(TINY, device="a100-40gb", mig_profile="9g.99gb", **SMALL)
     small = perfcast.max_batch_size(TINY, device="a100-40gb", mode="train", limit=4, **SMALL)

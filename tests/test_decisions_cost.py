@@ -247,7 +247,10 @@ def test_end_to_end_through_predict():
     assert e.time_ms_per_iteration > 0 and e.sources["time"] == "predicted (crossdevice)"
     assert e.hours == pytest.approx(e.time_ms_per_iteration * 1000 / 3.6e6)
     assert e.usd == pytest.approx(e.hours * 3.0)
-    assert e.kg_co2e == pytest.approx(700 * e.hours / 1000 * 122 / 1000)
+    # the energy is predicted (perfcast.energy's power model, issue #15), not TDP × time
+    assert "power-model" in e.sources["energy"] and 70 <= e.power_w < 700
+    assert e.energy_kwh == pytest.approx(e.power_w * e.hours / 1000)
+    assert e.kg_co2e == pytest.approx(e.energy_kwh * 122 / 1000)
     assert any("crossdevice" in n for n in e.notes)  # the prediction's notes are carried over
     json.dumps(e.to_dict())
 

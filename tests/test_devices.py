@@ -28,6 +28,8 @@ GPU_KEYS = [
     "p4", "p100-16gb-pcie", "v100-32gb-pcie", "mi100", "mi210", "mi250",
     # the accelerators of the LLM serving data and Vidur / Zeus (issues #14, #15)
     "a40", "mi300x", "max1550",
+    # the Zeus power traces' fourth GPU (issue #15)
+    "quadro-rtx-6000",
 ]
 REQUIRED_KEYS = [*GPU_KEYS, "i9-10940x", "i7-12700h"]
 

@@ -5,7 +5,9 @@ The commands live in one sub-app per audience, merged into the root (no group pr
 ``perfcast predict``, ``perfcast collect``) and grouped by help panel in ``perfcast --help``:
 
 * :mod:`perfcast.cli.predict` — Predict & decide: predict, mig, fit, cost, rank, memory, devices;
+  :mod:`perfcast.cli.energy` — power-limit;
 * :mod:`perfcast.cli.data` — Data & measurement: inspect, collect, corpus;
+* :mod:`perfcast.cli.present` — Predict & decide, for people: report (HTML page), ui (web page);
 * :mod:`perfcast.cli.research` — Research: train, evaluate, pretrain;
 
 plus ``version`` here. Shared options, formatting and the progress display are in
@@ -22,7 +24,7 @@ import sys
 
 import typer
 
-from perfcast.cli import data, predict, research
+from perfcast.cli import data, energy, predict, present, research
 from perfcast.cli._common import err, out
 from perfcast.errors import PerfcastError
 
@@ -30,7 +32,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Forecast DL model latency, step time, memory and energy before running.")
 # add_typer without a name merges the sub-app's commands into the root (typer.main
 # get_group_from_info); each command carries its audience's rich_help_panel.
-for _sub in (predict.app, data.app, research.app):
+for _sub in (predict.app, energy.app, present.app, data.app, research.app):
     app.add_typer(_sub)
 
 

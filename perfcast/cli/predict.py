@@ -41,6 +41,34 @@ from perfcast.workload import DEFAULT_OPTIMIZER
 
 app = typer.Typer()
 
+PowerLimit = Annotated[float | None, typer.Option(
+    "--power-limit", help="GPU power limit (W, within the device's range; default its TDP): "
+                          "energy and power at it, and the time where it binds.")]
+
+Coverage = Annotated[float, typer.Option(
+    "--coverage", help="Coverage of the calibrated intervals (0.9 = 90 %).")]
+Risk = Annotated[str, typer.Option(
+    "--risk", help="Which predicted memory to plan with: safe (the interval's upper bound), "
+                   "central (the point estimate) or optimistic (the lower bound).")]
+
+
+def _interval(p, key: str, fmt: str) -> str:
+    """``low–high`` of a calibrated interval, or ``—``."""
+    lo, hi = getattr(p, f"{key}_low", None), getattr(p, f"{key}_high", None)
+    if lo is None or hi is None:
+        return "—"
+    return f"{fmt.format(lo)} – {fmt.format(hi)}"
+
+
+def _ood_warning(p) -> None:
+    """One line on the terminal when the request is out of the answering models' distribution."""
+    ood = getattr(p, "ood", None) or {}
+    if ood.get("flagged"):
+        why = "; ".join(ood.get("reasons") or []) or "far from the training data"
+        out.print(f"[bold red]warning:[/bold red] out of distribution (score "
+                  f"{ood['score']:.2f} ≥ {ood['threshold']:.2f}: {why}) — expect a large error",
+                  highlight=False)
+
 
 def _model_kwargs(input_size: str | None, seq_len: int | None, optimizer: str,
                   predictor: str | None) -> dict:
@@ -74,6 +102,8 @@ def predict(
         "--tensor-parallel", help="--mode generate: devices sharing the model (tensor "
                                   "parallelism).")] = 1,
     store: Store = None,
+    coverage: Coverage = 0.9,
+    power_limit: PowerLimit = None,
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
@@ -88,7 +118,7 @@ def predict(
                             tensor_parallel, precision, as_json,
                             ignored={"--input-size": input_size, "--seq-len": seq_len,
                                      "--predictor": predictor, "--threads": threads,
-                                     "--store": store})
+                                     "--store": store, "--power-limit": power_limit})
         return
     gen_only = {"--input-len": input_len, "--output-len": output_len,
                 "--framework": None if framework == "vllm" else framework,
@@ -99,7 +129,7 @@ def predict(
     p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
                     seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
                     predictor=predictor, use_cache=not no_cache, overlap_simulation=True,
-                    threads=threads)
+                    threads=threads, coverage=coverage, power_limit_w=power_limit)
     if store:
         from perfcast.query import apply_measurements
 
@@ -111,14 +141,20 @@ def predict(
               show_header=True)
     t.add_column("quantity")
     t.add_column("prediction", justify="right")
+    t.add_column(f"{coverage:.0%} interval", justify="right")
     t.add_column("predictor")
-    t.add_row("time per batch", val(p.time_ms, "{:,.3f} ms"), p.predictor.get("time_ms", "—"))
-    t.add_row("throughput", val(p.throughput_samples_per_s, "{:,.1f} samples/s"), "")
-    t.add_row("peak memory", val(p.memory_mb, "{:,.0f} MiB"), p.predictor.get("memory_mb", "—"))
+    hypo = " (hypothetical)" if p.fits is False else ""
+    t.add_row("time per batch", val(p.time_ms, "{:,.3f} ms") + hypo,
+              _interval(p, "time_ms", "{:,.4g}"), p.predictor.get("time_ms", "—"))
+    t.add_row("throughput", val(p.throughput_samples_per_s, "{:,.1f} samples/s") + hypo, "", "")
+    t.add_row("peak memory", val(p.memory_mb, "{:,.0f} MiB"), _interval(p, "memory_mb", "{:,.0f}"),
+              p.predictor.get("memory_mb", "—"))
     t.add_row("fits in memory", "—" if p.fits is None else ("yes" if p.fits else "[red]no[/red]"),
-              val(p.capacity_mb, "of {:,.0f} MiB"))
-    t.add_row("energy per batch", val(p.energy_j, "{:,.3f} J"), p.predictor.get("energy_j", "—"))
-    t.add_row("mean power", val(p.power_w, "{:,.1f} W"), "")
+              "", val(p.capacity_mb, "of {:,.0f} MiB"))
+    t.add_row("energy per batch", val(p.energy_j, "{:,.3f} J"), _interval(p, "energy_j", "{:,.4g}"),
+              p.predictor.get("energy_j", "—"))
+    t.add_row("mean power", val(p.power_w, "{:,.1f} W"), "",
+              val(p.power_limit_w, "at a {:,.0f} W power limit"))
     out.print(t)
     for target, prov in p.trained_on.items():
         if isinstance(prov, dict) and prov.get("records"):
@@ -129,6 +165,7 @@ def predict(
                       highlight=False)
     for n in p.notes:  # every note, repeats included (as always)
         out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
+    _ood_warning(p)
 
 
 # `mig` and `cost` can do without a model; `mig` takes only MIG-capable GPUs and has a default
@@ -200,6 +237,8 @@ def mig(
     memory_mb: Annotated[float | None, typer.Option(
         "--memory-mb", help="Use this peak memory (MiB) instead of predicting it.")] = None,
     overhead_mb: OverheadMb = None,
+    risk: Risk = "safe",
+    coverage: Coverage = 0.9,
     as_json: Json = False,
 ):
     """Recommend the smallest MIG profile whose usable memory holds the predicted peak (DIPPM's
@@ -209,8 +248,9 @@ def mig(
     a = recommend_mig(model, device=device, batch_size=batch_size, mode=mode,
                       precision=precision, latency_slo_ms=latency_slo_ms, margin=margin,
                       all_profiles=all_profiles, overhead_mb=overhead_mb, memory_mb=memory_mb,
-                      **(_model_kwargs(input_size, seq_len, optimizer, predictor)
-                         if model else {}))
+                      risk=risk,
+                      **({**_model_kwargs(input_size, seq_len, optimizer, predictor),
+                          "coverage": coverage} if model else {}))
     if as_json:
         print_json(a.to_dict())
         return
@@ -249,6 +289,8 @@ def fit(
         "--mig-profile", help="Fit in this MIG slice (e.g. 3g.20gb).")] = None,
     overhead_mb: OverheadMb = None,
     limit: Annotated[int, typer.Option("--limit", help="Largest batch searched.")] = 65536,
+    risk: Risk = "safe",
+    coverage: Coverage = 0.9,
     batch_size: Annotated[int | None, typer.Option(
         "--batch-size", "-b", help="--mode generate without --input-len: requests whose "
                                    "largest prompt is searched (default 1).")] = None,
@@ -275,7 +317,8 @@ def fit(
         return
 
     r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin,
-                       mig_profile=mig_profile, overhead_mb=overhead_mb, limit=limit,
+                       mig_profile=mig_profile, overhead_mb=overhead_mb, limit=limit, risk=risk,
+                       coverage=coverage,
                        **_model_kwargs(input_size, seq_len, optimizer, predictor))
     if as_json:
         print_json(r.to_dict())
@@ -283,8 +326,11 @@ def fit(
     where = f"{r.device}{' ' + r.mig_profile if r.mig_profile else ''}"
     t = Table(title=f"{r.model} on {where} — {r.mode}, {r.precision}", show_header=False)
     t.add_row("largest batch that fits", f"[bold]{val(r.max_batch_size, '{:,}')}[/bold]")
-    t.add_row("predicted memory at it", f"{val(r.memory_mb, '{:,.0f} MiB')} "
-              f"(× {1 + r.margin:.2f} ≤ {r.capacity_mb:,.0f} MiB)")
+    t.add_row("predicted memory at it", f"{val(r.memory_mb, '{:,.0f} MiB')}"
+              + (f" ({r.coverage:.0%}: {r.memory_mb_low:,.0f} – {r.memory_mb_high:,.0f})"
+                 if r.memory_mb_high is not None else "")
+              + f"; planned with ({r.risk}) {val(r.planned_memory_mb, '{:,.0f} MiB')} "
+              f"× {1 + r.margin:.2f} ≤ {r.capacity_mb:,.0f} MiB")
     t.add_row("memory at the next batch", val(r.next_memory_mb, "{:,.0f} MiB"))
     t.add_row("time per batch", val(r.time_ms, "{:,.2f} ms") + f"  ({r.predictor.get('time_ms', '—')})")
     t.add_row("throughput", val(r.throughput_samples_per_s, "{:,.1f} samples/s"))
@@ -434,9 +480,13 @@ def cost(
     t = Table(title=f"{c.model or 'job'} on {c.device} — {c.iterations:,} × batch {c.batch_size}",
               show_header=False)
     t.add_row("time per batch", f"{c.time_ms_per_iteration:,.2f} ms")
-    t.add_row("duration", f"[bold]{c.hours:,.2f} h[/bold]")
+    t.add_row("duration", f"[bold]{c.hours:,.2f} h[/bold]"
+              + (f"  ({c.coverage:.0%}: {c.hours_low:,.2f} – {c.hours_high:,.2f} h)"
+                 if c.hours_high is not None else ""))
     t.add_row("price", val(c.usd_per_gpu_hour, "{:,.3f} USD/GPU-h"))
-    t.add_row("cost", f"[bold]{val(c.usd, '{:,.2f} USD')}[/bold]")
+    t.add_row("cost", f"[bold]{val(c.usd, '{:,.2f} USD')}[/bold]"
+              + (f"  ({c.coverage:.0%}: {c.usd_low:,.2f} – {c.usd_high:,.2f} USD)"
+                 if c.usd_high is not None else ""))
     t.add_row("power", val(c.power_w, "{:,.0f} W"))
     t.add_row("energy", val(c.energy_kwh, "{:,.2f} kWh"))
     t.add_row("carbon intensity", val(c.carbon_g_per_kwh, "{:,.0f} g CO2e/kWh"))
@@ -482,12 +532,14 @@ def rank(
     t = Table(title=f"{r.model} — {r.mode}, batch {r.batch_size}, by {r.objective} "
                     f"(USD, kWh for {r.iterations:,} batches; time from: learned·records "
                     f"trained on, or roofline)", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("#", "device", "ms/batch", "time from", "MiB", "fits", "USD", "kWh"):
+    for col in ("#", "device", "ms/batch", "90 % interval", "time from", "MiB", "fits", "USD",
+                "kWh"):
         t.add_column(col, justify="left" if col in ("device", "time from", "fits") else "right",
                      no_wrap=True)
     for d in r.devices:
         src = d.time_source + (f"·{d.trained_records:,}" if d.trained_records else "")
-        t.add_row(str(d.rank), f"{d.device} {d.precision}", val(d.time_ms, "{:,.1f}"), src,
+        t.add_row(str(d.rank), f"{d.device} {d.precision}", val(d.time_ms, "{:,.1f}"),
+                  _interval(d, "time_ms", "{:,.1f}"), src,
                   val(d.memory_mb, "{:,.0f}"),
                   {True: "yes", False: "[red]no[/red]", None: "—"}[d.fits],
                   val(d.usd, "{:,.2f}"), val(d.energy_kwh, "{:.3g}"))

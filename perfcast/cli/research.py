@@ -36,7 +36,8 @@ app = typer.Typer()
 def train(
     recipe: Annotated[str | None, typer.Option(
         "--recipe", help="Train a recipe's models (default: the shipped predictors; llm: the "
-                         "LLM generation models).")] = None,
+                         "LLM generation models; power: the power model, from the Zeus "
+                         "traces).")] = None,
     init_from: Annotated[str | None, typer.Option(
         "--init-from",
         help="Fine-tune this saved predictor (directory) or shipped model id.")] = None,
@@ -94,7 +95,14 @@ def train(
     if memsim_seed and not recipe:
         raise PerfcastError("--memsim-seed seeds the simulations of --recipe; drop it")
     with StageProgress(hidden=as_json) as prog:
-        if recipe == "llm":  # the LLM generation models (perfcast.training.llm)
+        if recipe == "power":  # the power model of perfcast.energy (perfcast.training.power)
+            from perfcast.training.power import train_power
+
+            prog.start("training the power model on the Zeus traces")
+            res = train_power(out_dir)
+            summary = {"recipe": recipe, "models": 1, "out": res["path"],
+                       "records": res["records"], "seconds": res["seconds"]}
+        elif recipe == "llm":  # the LLM generation models (perfcast.training.llm)
             from perfcast.training.llm import train_llm
 
             prog.start("training LLM models")

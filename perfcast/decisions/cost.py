@@ -53,6 +53,13 @@ class CostEstimate:
     region: str | None = None
     carbon_g_per_kwh: float | None = None
     kg_co2e: float | None = None
+    #: the range of ``hours`` and ``usd`` from the predicted time's calibrated interval at
+    #: ``coverage`` (:mod:`perfcast.uncertainty`; ``None``: a given time or no calibration)
+    hours_low: float | None = None
+    hours_high: float | None = None
+    usd_low: float | None = None
+    usd_high: float | None = None
+    coverage: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -182,6 +189,13 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
                          f"(USD per GPU-hour) to get a cost")
     if out.usd_per_gpu_hour is not None:
         out.usd = hours * out.usd_per_gpu_hour * out.gpus
+    if pred is not None and pred.time_ms_low is not None and pred.time_ms_high is not None:
+        out.coverage = pred.coverage
+        out.hours_low = pred.time_ms_low * n_iter / 3.6e6
+        out.hours_high = pred.time_ms_high * n_iter / 3.6e6
+        if out.usd_per_gpu_hour is not None:
+            out.usd_low = out.hours_low * out.usd_per_gpu_hour * out.gpus
+            out.usd_high = out.hours_high * out.usd_per_gpu_hour * out.gpus
 
     # energy
     if power_w is not None:
@@ -191,7 +205,9 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     elif pred is not None and pred.energy_j:
         out.power_w = pred.power_w
         out.energy_kwh = pred.energy_j * n_iter / 3.6e6 * pue
-        sources["energy"] = f"predicted ({pred.predictor.get('energy_j', 'unknown predictor')})"
+        sources["energy"] = (f"predicted ({pred.predictor.get('energy_j', 'unknown predictor')}"
+                             + (f", at the {pred.power_limit_w:g} W default power limit"
+                                if getattr(pred, "power_limit_w", None) else "") + ")")
     elif dev.tdp_w:
         out.power_w = dev.tdp_w
         out.energy_kwh = dev.tdp_w * hours / 1000 * pue

@@ -40,6 +40,16 @@ class FitResult:
     throughput_samples_per_s: float | None = None
     mig_profile: str | None = None
     evaluations: int = 0
+    #: which memory the search planned with (:data:`perfcast.uncertainty.RISKS`): ``safe`` the
+    #: calibrated interval's upper bound, ``central`` the point, ``optimistic`` the lower
+    #: bound; ``planned_memory_mb`` that value at ``max_batch_size``, ``memory_mb_low`` /
+    #: ``memory_mb_high`` its interval at ``coverage`` (``None``: no calibration — the point
+    #: is planned with, and a note says so)
+    risk: str = "safe"
+    planned_memory_mb: float | None = None
+    memory_mb_low: float | None = None
+    memory_mb_high: float | None = None
+    coverage: float | None = None
     predictor: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -50,17 +60,24 @@ class FitResult:
 def max_batch_size(model: Any, *, device: str, mode: str = "train",
                    precision: str | None = None, margin: float = 0.1,
                    mig_profile: str | None = None, overhead_mb: float | None = None,
-                   limit: int = 1 << 16, **predict_kwargs: Any) -> FitResult:
+                   limit: int = 1 << 16, risk: str = "safe", **predict_kwargs: Any) -> FitResult:
     """Largest batch of ``model`` that fits on ``device`` (or its MIG slice ``mig_profile``).
 
     ``margin``: relative safety margin on the predicted memory (0.1 = 10 %); ``overhead_mb``:
-    override the runtime overhead added to simulated memory; ``limit``: largest batch searched.
+    override the runtime overhead added to simulated memory; ``limit``: largest batch searched;
+    ``risk``: plan with the calibrated interval's upper memory bound (``safe``, default), the
+    point estimate (``central``) or the lower bound (``optimistic``).
     ``predict_kwargs`` go to :func:`perfcast.predict` (``input_size``, ``seq_len``,
     ``optimizer``, ``predictor``, ``example_inputs``).
     """
     from perfcast.api import parse_request, predict_workload
     from perfcast.devices import get_device
+    from perfcast.uncertainty import RISKS, pick
 
+    if risk not in RISKS:
+        from perfcast.errors import unknown_choice
+
+        raise unknown_choice("risk", risk, RISKS)
     dev = get_device(device)
     if margin < 0:
         raise PerfcastError(f"margin must be ≥ 0, got {margin}")
@@ -91,7 +108,7 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
             if p.memory_mb is None:
                 raise PerfcastError(f"no memory prediction for {p.model} on {dev.key} {mode}: "
                                     + "; ".join(p.route.answers["memory_mb"].notes))
-            cache[b] = (p.memory_mb, p)
+            cache[b] = (pick(p, "memory_mb", risk), p)
         return cache[b][0]
 
     def fits(b: int) -> bool:
@@ -156,11 +173,24 @@ def max_batch_size(model: Any, *, device: str, mode: str = "train",
             f"use --margin {max(margin, round(rec['growth_ratio_p75'] - 1, 2)):.2f}")
     out = FitResult(
         model=label, device=dev.key, mode=mode, precision=precision or "fp32",
-        max_batch_size=lo or None, memory_mb=best[0] if best else None,
-        next_memory_mb=cache[hi][0] if hi is not None and hi in cache else None,
+        max_batch_size=lo or None, memory_mb=best[1].memory_mb if best else None,
+        next_memory_mb=cache[hi][1].memory_mb if hi is not None and hi in cache else None,
         capacity_mb=capacity, margin=margin, mig_profile=mig_profile,
         evaluations=len(cache),
         predictor=dict((best or cache[1])[1].predictor), notes=notes)
+    p_ref = (best or cache[1])[1]
+    out.risk, out.planned_memory_mb = risk, best[0] if best else None
+    out.memory_mb_low, out.memory_mb_high = p_ref.memory_mb_low, p_ref.memory_mb_high
+    out.coverage = p_ref.coverage if p_ref.memory_mb_high is not None else None
+    if risk != "central":
+        if p_ref.memory_mb_high is None:
+            notes.append(f"risk {risk}: no calibrated memory interval for this answer "
+                         f"({p_ref.predictor.get('memory_mb', 'no model')}) — planned with the "
+                         f"point estimate")
+        else:
+            notes.append(f"risk {risk}: planned with the {p_ref.coverage:.0%} interval's "
+                         f"{'upper' if risk == 'safe' else 'lower'} memory bound "
+                         f"(--risk central: the point estimate)")
     if best is not None:
         p = best[1]
         out.time_ms = p.time_ms

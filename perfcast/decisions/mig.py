@@ -110,6 +110,15 @@ class MigAdvice:
     profiles: str = "standard"
     alternatives: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    #: the memory planned with (``memory_mb``) is, by ``risk``, the calibrated interval's upper
+    #: bound (``safe``), the point estimate ``memory_mb_central`` (``central``) or the lower
+    #: bound (``optimistic``); ``memory_mb_low`` / ``memory_mb_high`` at ``coverage`` (``None``:
+    #: no calibration, the point is planned with)
+    risk: str = "safe"
+    memory_mb_central: float | None = None
+    memory_mb_low: float | None = None
+    memory_mb_high: float | None = None
+    coverage: float | None = None
     predictor: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -157,14 +166,17 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
                   mode: str = "infer", precision: str | None = None,
                   latency_slo_ms: float | None = None, margin: float = 0.1,
                   all_profiles: bool = False, overhead_mb: float | None = None,
-                  memory_mb: float | None = None, **predict_kwargs: Any) -> MigAdvice:
+                  memory_mb: float | None = None, risk: str = "safe",
+                  **predict_kwargs: Any) -> MigAdvice:
     """Recommend a MIG profile for ``model`` on ``device`` (A100, H100, H200).
 
     Memory comes from :func:`perfcast.predict` (``memory_mb=`` overrides it, e.g. with a measured
     value); ``margin``: relative error margin added to the memory (0.1 = 10 %);
     ``latency_slo_ms``: also require the slice's scaled time per batch to meet it;
     ``all_profiles``: choose among every profile (default: the standard even partitions DIPPM
-    uses — the others are listed as alternatives). ``predict_kwargs`` go to ``perfcast.predict``
+    uses — the others are listed as alternatives); ``risk``: plan with the predicted memory's
+    calibrated upper bound (``safe``), point (``central``) or lower bound (``optimistic``).
+    ``predict_kwargs`` go to ``perfcast.predict``
     (``input_size``, ``seq_len``, ``optimizer``, ``predictor``, ``example_inputs``).
     """
     from perfcast.api import DEFAULT_BATCH, parse_request, predict_workload
@@ -176,7 +188,14 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
         raise PerfcastError(f"latency SLO must be > 0 ms, got {latency_slo_ms}")
     if memory_mb is not None and memory_mb <= 0:
         raise PerfcastError(f"memory must be > 0 MiB, got {memory_mb}")
+    from perfcast.uncertainty import RISKS, pick
+
+    if risk not in RISKS:
+        from perfcast.errors import unknown_choice
+
+        raise unknown_choice("risk", risk, RISKS)
     notes: list[str] = []
+    band: dict[str, Any] = {}
     w = opts = None
     if model is not None:
         w, opts = parse_request(model, batch_size=batch_size, mode=mode, precision=precision,
@@ -195,7 +214,18 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
         time_ms, predictor = pred.time_ms, dict(pred.predictor)
         notes.extend(n for n in pred.notes if not n.startswith(("energy_j", "power_w")))
         if memory_mb is None:
-            memory_mb = pred.memory_mb
+            memory_mb = pick(pred, "memory_mb", risk)
+            band = {"memory_mb_central": pred.memory_mb, "memory_mb_low": pred.memory_mb_low,
+                    "memory_mb_high": pred.memory_mb_high,
+                    "coverage": pred.coverage if pred.memory_mb_high is not None else None}
+            if risk != "central" and pred.memory_mb is not None:
+                notes.append(
+                    f"risk {risk}: planned with the {pred.coverage:.0%} interval's "
+                    f"{'upper' if risk == 'safe' else 'lower'} memory bound "
+                    f"{memory_mb:,.0f} MiB (point {pred.memory_mb:,.0f}; --risk central: the "
+                    f"point)" if pred.memory_mb_high is not None else
+                    f"risk {risk}: no calibrated memory interval for this answer — planned "
+                    f"with the point estimate")
         else:
             predictor["memory_mb"] = "given"
     else:
@@ -231,7 +261,7 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
         latency_slo_ms=latency_slo_ms, profiles="all" if all_profiles else "standard",
         alternatives=[row(p, None) for p, r in verdicts if r is None and p is not chosen],
         rejected=[row(p, r) for p, r in verdicts if r is not None],
-        predictor=predictor, notes=notes)
+        predictor=predictor, notes=notes, risk=risk, **band)
     if chosen is None:
         out.notes.append(f"no {dev.key} MIG profile fits {memory_mb * (1 + margin):,.0f} MiB"
                          + (f" within {latency_slo_ms:g} ms" if latency_slo_ms else "")

@@ -37,6 +37,16 @@ class DeviceRank:
     power_w: float | None
     energy_kwh: float | None
     trained_records: int | None = None
+    #: where ``energy_kwh`` came from: ``power-model`` (perfcast.energy's prediction at the
+    #: default power limit, TDP) or ``tdp`` (time × TDP: an upper bound)
+    energy_source: str | None = None
+    #: the calibrated interval of ``time_ms`` (:mod:`perfcast.uncertainty`; ``None``: no
+    #: calibration for the model that answered, e.g. the roofline) at ``coverage``, and the OOD
+    #: score of the request
+    time_ms_low: float | None = None
+    time_ms_high: float | None = None
+    coverage: float | None = None
+    ood_score: float | None = None
     predictor: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -136,16 +146,21 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
         if p.energy_j is not None:
             energy = p.energy_j * iterations / 3.6e6
             power = p.power_w
+            energy_source = "power-model"
         else:
             power = dev.tdp_w
             energy = power * hours / 1e3 if (power and hours) else None
+            energy_source = "tdp" if energy is not None else None
         rows.append(DeviceRank(
             rank=0, device=dev.key, kind=dev.kind, precision=p.precision, time_ms=p.time_ms,
             time_source=time_source, throughput_samples_per_s=p.throughput_samples_per_s,
             memory_mb=p.memory_mb, capacity_mb=capacity, fits=fits, usd_per_hour=usd_h,
             usd=usd_h * hours if (usd_h and hours) else None, power_w=power,
-            energy_kwh=energy, predictor=dict(p.predictor),
+            energy_kwh=energy, energy_source=energy_source, predictor=dict(p.predictor),
             trained_records=(p.trained_on.get("time_ms") or {}).get("records"),
+            time_ms_low=p.time_ms_low, time_ms_high=p.time_ms_high,
+            coverage=p.coverage if p.time_ms_high is not None else None,
+            ood_score=(p.ood or {}).get("score"),
             notes=[n for n in (p.route.precision_note, *time_answer.notes) if n]))
     key = {"time": "time_ms", "cost": "usd", "energy": "energy_kwh"}[objective]
 
@@ -160,8 +175,10 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
     notes = ["devices with a value for the objective come first; among them, devices with a "
              "learned time prediction rank before those with a roofline time (no labeled data "
              "for that device: an optimistic bound)",
-             "energy = time × TDP when no energy prediction exists (an upper-bound estimate of "
-             "the board power)"]
+             "energy: predicted power (perfcast.energy's power model, at the default power "
+             "limit = TDP) × time on GPUs (energy_source power-model); time × TDP where no "
+             "energy prediction exists, e.g. CPUs (energy_source tdp: an upper-bound estimate "
+             "of the board power)"]
     if objective == "cost":
         notes.append("cost: cheapest on-demand GPU-hour on file (perfcast/decisions/data/"
                      "prices.json); devices without a price have no cost")

@@ -67,6 +67,7 @@ _POSITIVE_NUMBERS: dict[str, str] = {
     "peak_tf32_tflops": "TFLOPS", "peak_fp16_tflops": "TFLOPS",
     "peak_bf16_tflops": "TFLOPS", "peak_fp64_tflops": "TFLOPS", "memory_gb": "GB",
     "bandwidth_gbs": "GB/s", "boost_clock_mhz": "MHz", "l2_mb": "MB", "tdp_w": "W",
+    "idle_w": "W", "power_limit_min_w": "W", "power_limit_max_w": "W",
 }
 #: Whole numbers that must be > 0 when given.
 _POSITIVE_INTS: dict[str, str] = {"sm_count": "SMs/CUs", "fp32_cores_per_sm": "cores per SM",
@@ -116,6 +117,12 @@ class Device:
     cores: int | None = None  # CPUs
     l2_mb: float | None = None  # CPUs: last-level cache
     tdp_w: float | None = None
+    # GPUs: board power at idle (W; when measured — else perfcast.energy assumes a fraction of
+    # TDP and says so) and the range a power limit may be set in (nvidia-smi -pl; NVML's
+    # power-management limit constraints)
+    idle_w: float | None = None
+    power_limit_min_w: float | None = None
+    power_limit_max_w: float | None = None
     mig_profiles: tuple[str, ...] = ()
     source: str = ""
     as_of: str = ""
@@ -196,6 +203,11 @@ class Device:
             units = {**_POSITIVE_NUMBERS, **_POSITIVE_INTS}
             raise fail(f"missing {', '.join(f'{m} ({units[m]})' for m in missing)}: required "
                        f"for a {self.kind.upper()}")
+        lo, hi = self.power_limit_min_w, self.power_limit_max_w
+        if lo is not None and hi is not None and lo > hi:
+            raise fail(f"power_limit_min_w {lo:g} W is above power_limit_max_w {hi:g} W")
+        if self.idle_w is not None and self.tdp_w is not None and self.idle_w >= self.tdp_w:
+            raise fail(f"idle_w {self.idle_w:g} W must be below tdp_w {self.tdp_w:g} W")
         if self.is_gpu and self.peak_fp32_tflops > _MAX_FP32_TFLOPS:
             raise fail(f"peak_fp32_tflops {self.peak_fp32_tflops:g} TFLOPS is implausible for "
                        f"non-tensor FP32 (> {_MAX_FP32_TFLOPS:g}); is it in GFLOPS? divide by 1000")

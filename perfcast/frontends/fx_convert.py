@@ -128,6 +128,15 @@ def _canonical(base: str, node: torch.fx.Node, in_shapes: list, attrs: dict) -> 
     if fam == "einsum":
         attrs["equation"] = str(a[0])
         return "einsum"
+    if base in ("lstm", "gru", "rnn_tanh", "rnn_relu") and in_shapes and len(in_shapes[0]) > 1:
+        # aten.lstm / gru / rnn_*(input, hx, params, ...) over a whole sequence: every weight
+        # matrix (the 2-D inputs: W_ih, W_hh of each layer and direction; hx is 3-D) is
+        # applied once per token
+        x = in_shapes[0]
+        tokens = math.prod(int(d) for d in x[:-1]) if len(x) > 1 else 1
+        attrs["macs"] = float(tokens * sum(int(s[0]) * int(s[1]) for s in in_shapes[1:]
+                                           if len(s) == 2))
+        return fam
     if fam == "grouped_mm":
         # MoE experts as one grouped GEMM: rows [S, K] (S = tokens x top_k, sorted by expert)
         # times each group's weight -> [S, N]; a linear layer of S rows (MACs S x K x N)

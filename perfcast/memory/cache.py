@@ -219,6 +219,42 @@ class SimulationJob:
         self._conn.close()
 
 
+def simulation_details(w: Workload, *, use_cache: bool = True) -> dict:
+    """The whole :class:`~perfcast.memory.simulate.MemoryEstimate` of ``w`` as a dict, with its
+    memory timeline (``timeline``) — the parameters / gradients / optimizer state / activations
+    breakdown and the live-bytes curve that ``perfcast report`` and ``perfcast ui`` draw. Kept
+    as one JSON file per workload in ``memsim_details/`` of the graph store (``use_cache=False``:
+    neither read nor written); the peak also goes to :class:`MemsimCache`. Raises
+    :class:`PerfcastError` when the simulation cannot run."""
+    import hashlib
+    import json
+
+    from perfcast.memory.simulate import simulate_memory
+    from perfcast.paths import graph_store_dir, write_file_atomically
+
+    w = w.replace(batch_size=w.batch_size or 1)
+    path = None
+    if use_cache:
+        digest = hashlib.sha1(repr(memsim_key(w)).encode()).hexdigest()[:20]
+        path = graph_store_dir() / "memsim_details" / f"{digest}.json"
+        try:
+            d = json.loads(path.read_text())
+            if d.get("key") == list(memsim_key(w)):
+                return d["estimate"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    est = simulate_memory(w, timeline=True).to_dict()
+    if path is not None:
+        try:
+            peaks = MemsimCache()
+            if not peaks.contains(w):
+                peaks.put(w, est["tensor_peak_mb"])
+            write_file_atomically(path, json.dumps({"key": list(memsim_key(w)), "estimate": est}))
+        except OSError:
+            pass  # a read-only cache must not stop the work
+    return est
+
+
 #: torch's message when autograd runs in a child forked after the parent used autograd threads.
 _BAD_FORK = "autograd's threading in combination with fork"
 
@@ -246,4 +282,4 @@ def _simulation_child(workload: Workload, conn) -> None:
         conn.close()
 
 
-__all__ = ["MEMSIM_FIELDS", "MemsimCache", "SimulationJob", "memsim_key"]
+__all__ = ["MEMSIM_FIELDS", "MemsimCache", "SimulationJob", "memsim_key", "simulation_details"]

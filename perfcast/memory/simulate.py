@@ -82,6 +82,22 @@ __all__ = ["MemoryEstimate", "simulate_memory", "build_model_on_meta", "make_opt
 
 LOSSES = ("mean", "cross-entropy")
 MiB = float(2**20)
+#: Points kept of a memory timeline (:attr:`MemoryEstimate.timeline`).
+TIMELINE_POINTS = 1500
+
+
+def _downsample(timeline: list[tuple[int, str | None]], points: int = TIMELINE_POINTS
+                ) -> list[list]:
+    """``[op index, MiB, phase]`` per op, or per run of ops (its maximum) when there are more
+    than ``points``: the peak survives the thinning."""
+    n = len(timeline)
+    step = max(1, -(-n // points))
+    out = []
+    for start in range(0, n, step):
+        chunk = timeline[start:start + step]
+        j = max(range(len(chunk)), key=lambda i: chunk[i][0])
+        out.append([start + j, chunk[j][0] / MiB, chunk[j][1]])
+    return out
 
 
 @dataclass
@@ -99,7 +115,11 @@ class MemoryEstimate:
       including what is live when the phase starts; ``peak_phase`` — where the peak is;
     * ``first_step_peak_mb`` — the peak of the first training step alone (no optimizer state
       yet during its forward/backward);
-    * ``seconds`` — wall time of the simulation, model building included.
+    * ``seconds`` — wall time of the simulation, model building included;
+    * ``timeline`` — with ``simulate_memory(..., timeline=True)``: the live tensor MiB after
+      each dispatched op, as ``[op index, MiB, phase]`` (at most :data:`TIMELINE_POINTS` points:
+      the maximum of each run of ops, so the peak is kept); ``None`` otherwise (and then absent
+      from :meth:`to_dict`).
     """
 
     model: str
@@ -121,10 +141,13 @@ class MemoryEstimate:
     total_params: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    timeline: list[list] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; keys as the ``perfcast memory --json`` output."""
         d = asdict(self)
+        if d["timeline"] is None:
+            d.pop("timeline")
         d["units"] = "MiB (2**20 bytes)"
         return d
 
@@ -346,7 +369,7 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
                     seq_len: int | None = None, mode: str = "train", precision: str = "fp32",
                     optimizer: str = "sgd-momentum", foreach: bool | None = None,
                     loss: str = "mean", steps: int | None = None,
-                    autocast_rules: str = "cuda") -> MemoryEstimate:
+                    autocast_rules: str = "cuda", timeline: bool = False) -> MemoryEstimate:
     """Simulate the peak live tensor memory of ``spec`` (see the module docstring).
 
     ``spec``: ``timm:name`` / ``name``, ``torchvision:name``, ``hf:id`` or ``module:callable`` —
@@ -359,6 +382,7 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
     ``optimizer``: ``sgd``, ``sgd-momentum``, ``adam``, ``adamw`` (train only).
     ``foreach``: optimizer implementation; ``None`` = PyTorch's CUDA default (multi-tensor).
     ``loss``: ``"mean"`` (as the profiler) or ``"cross-entropy"``.
+    ``timeline``: also record the live bytes after every op (:attr:`MemoryEstimate.timeline`).
 
     Raises :class:`~perfcast.errors.ModelSpecError` for an unknown model and
     :class:`~perfcast.errors.TraceError` when the model cannot run under FakeTensor.
@@ -401,7 +425,7 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
     fakeify.module(model)
     fargs = tuple(fakeify(a) for a in args)
     params = list(model.parameters())
-    tracker = LiveTensorTracker()
+    tracker = LiveTensorTracker(record_timeline=timeline)
     tracker.register(params, "param")
     tracker.register(list(model.buffers()), "buffer")
     tracker.register(list(fargs), "input")
@@ -468,5 +492,6 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
         peak_phase=tracker.peak_phase,
         first_step_peak_mb=None if first_peak is None else first_peak / MiB,
         total_params=int(sum(p.numel() for p in params)),
-        seconds=time.perf_counter() - t0, notes=notes)
+        seconds=time.perf_counter() - t0, notes=notes,
+        timeline=_downsample(tracker.timeline) if tracker.timeline is not None else None)
     return est

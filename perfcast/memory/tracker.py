@@ -67,11 +67,14 @@ class LiveTensorTracker(TorchDispatchMode):
 
     ``device_type``: count only storages on this device type (``"cpu"`` counts real CPU
     storages; fake tensors' storages are on ``meta``: use ``"meta"``; ``None`` counts all).
+    ``record_timeline``: also keep ``timeline``, the live bytes and phase after every op
+    (``(bytes, phase)`` per dispatched op, in order: the memory timeline of the pass).
     """
 
-    def __init__(self, device_type: str | None = None):
+    def __init__(self, device_type: str | None = None, record_timeline: bool = False):
         super().__init__()
         self.device_type = device_type
+        self.timeline: list[tuple[int, str | None]] | None = [] if record_timeline else None
         self.current_bytes = 0
         self.peak_bytes = 0
         self.phase_peaks: dict[str, int] = {}
@@ -206,6 +209,8 @@ class LiveTensorTracker(TorchDispatchMode):
                         if isinstance(p, torch.Tensor):
                             self._add_tensor(p, cat)
         self._update_peak()
+        if self.timeline is not None:
+            self.timeline.append((self.current_bytes, self._phase))
         return out
 
 

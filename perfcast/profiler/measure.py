@@ -9,7 +9,9 @@ statistics median / mean / p10 / p90 / std / n.
   was built; energy from RAPL (``/sys/class/powercap``) when readable, else ``None``.
 * CUDA (written against the real APIs, untested on this project's CPU-only machines):
   ``torch.cuda.Event`` timing, ``max_memory_allocated/reserved``, NVML used memory and NVML's
-  total-energy counter (nvidia-ml-py) around the timed iterations.
+  total-energy counter (nvidia-ml-py) around the timed iterations; each row's ``env`` holds
+  ``gpu_power``: the enforced power limit, the default limit, the limit range and the idle
+  power read before the first step (:meth:`_Nvml.power_info`; tested with a mocked NVML).
 
 Models are built with random weights (timm ``pretrained=False``, torchvision ``weights=None``,
 transformers ``from_config``); inputs are random.
@@ -134,6 +136,36 @@ class _Nvml:
         except Exception:  # noqa: BLE001 - pre-Volta GPUs have no energy counter
             return None
 
+    def power_info(self, idle_samples: int = 5, interval_s: float = 0.1) -> dict | None:
+        """``{power_limit_w, default_power_limit_w, power_limit_min_w, power_limit_max_w,
+        idle_w}`` of the device (W, NVML: enforced limit, default limit, the limit constraints,
+        and the median of ``idle_samples`` power readings ``interval_s`` apart — call it while
+        the GPU does nothing); a value NVML does not give is ``None``; ``None`` without NVML."""
+        if self.handle is None:
+            return None
+        import statistics
+        import time
+
+        def watts(fn, *args):
+            try:
+                v = getattr(self.nv, fn)(self.handle, *args)
+            except Exception:  # noqa: BLE001 - not supported on this GPU / driver
+                return None
+            return [x / 1e3 for x in v] if isinstance(v, (tuple, list)) else v / 1e3
+
+        lo_hi = watts("nvmlDeviceGetPowerManagementLimitConstraints") or [None, None]
+        idle = []
+        for i in range(max(1, idle_samples)):
+            w = watts("nvmlDeviceGetPowerUsage")
+            if w is not None:
+                idle.append(w)
+            if i + 1 < idle_samples:
+                time.sleep(interval_s)
+        return {"power_limit_w": watts("nvmlDeviceGetEnforcedPowerLimit"),
+                "default_power_limit_w": watts("nvmlDeviceGetPowerManagementDefaultLimit"),
+                "power_limit_min_w": lo_hi[0], "power_limit_max_w": lo_hi[1],
+                "idle_w": statistics.median(idle) if idle else None}
+
     def used_mb(self) -> float | None:
         if self.handle is None:
             return None
@@ -196,6 +228,9 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
     cuda = device.startswith("cuda")
     nvml = _Nvml(torch.cuda.current_device()) if cuda else None
     rapl = [] if cuda else _rapl_files()
+    # the power limit the row runs at and the board's idle power (before any step: the GPU
+    # idles), so users' own measurements can train the power model (perfcast.energy)
+    gpu_power = nvml.power_info() if nvml else None
 
     w0 = time.perf_counter()
     for i in range(warmup):
@@ -229,6 +264,8 @@ def measure(cfg: MeasureConfig, warmup: int = 5, iters: int = 30, device: str | 
     e1 = nvml.energy_mj() if nvml else _read_rapl_uj(rapl) if rapl else None
 
     m = Measurement(config=cfg, warmup=warmup, threads_used=torch.get_num_threads())
+    if gpu_power is not None:
+        m.env["gpu_power"] = gpu_power
     for k, v in _stats(times).items():
         setattr(m, k, v)
     if e0 is not None and e1 is not None and e1 >= e0:

@@ -59,7 +59,7 @@ def main() -> int:
         m = Measurement(config=cfg, status=status, reason=f"{type(exc).__name__}: {first}")
         if os.environ.get("PERFCAST_DEBUG"):
             traceback.print_exc()
-    m.env = fingerprint(req.get("torch_device") or "cpu")
+    m.env = {**fingerprint(req.get("torch_device") or "cpu"), **(m.env or {})}  # + gpu_power
     d = asdict(m)
     d.pop("config")
     sys.stdout.write(RESULT_PREFIX + json.dumps(d) + "\n")

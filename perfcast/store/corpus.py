@@ -209,6 +209,8 @@ def _drop_failed_lines(index: Path) -> int:
 TRACE_MEMORY_BASE = 1536 * 2**20
 #: Ray retries of a graph task whose worker died (system failures only)
 GRAPH_TASK_RETRIES = 2
+#: graph tasks a Ray worker runs before it is replaced by a fresh one
+RAY_TASKS_PER_WORKER = 100
 _LARGE = ("large", "huge", "giant", "gigantic", "xlarge", "xxlarge", "_l_", "_h_", "_g_", "_e_")
 
 
@@ -248,7 +250,10 @@ def _ray_groups(ray, groups: list[list[CorpusItem]], out: Path, timeout_s: int):
     from perfcast.distributed import as_completed, failure_reason
     from perfcast.paths import write_file_atomically
 
-    task = ray.remote(max_calls=25)(_build_group_task)  # a fresh worker now and then (leaks)
+    # a fresh worker now and then (tracing leaks a little), but seldom: a new Ray worker
+    # imports torch and timm again (4-5 s here, BENCHMARKS.md) where a forked pool worker has
+    # them already — every 25 tasks cost ~10 % of a corpus build, every 100 ~2 %
+    task = ray.remote(max_calls=RAY_TASKS_PER_WORKER)(_build_group_task)
     # a request no node can grant would wait for ever: at most the largest node's memory
     most = max((float(n.get("Resources", {}).get("memory", 0)) for n in ray.nodes()
                 if n.get("Alive")), default=0.0)

@@ -4,7 +4,9 @@
 ``precision``, ``targets``, ``predictor`` (registry name), ``path`` (directory beside the
 manifest), ``memsim`` (the model reads the tensor-memory simulation), ``trained_on``.
 Rebuilt from a checkout by ``perfcast train --recipe default --out perfcast/training/shipped``
-(see :mod:`perfcast.training.trainer`).
+(see :mod:`perfcast.training.trainer`). Beside it, ``uncertainty.json`` holds the calibrated
+intervals and OOD references of the shipped models (by entry ``id``; :mod:`perfcast.uncertainty`),
+rebuilt by ``python benchmarks/uncertainty_report.py`` after the models change.
 """
 
 from __future__ import annotations

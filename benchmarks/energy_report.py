@@ -1,0 +1,283 @@
+"""Judge the power model (perfcast.energy) on the Zeus traces; write reports/energy/.
+
+    PERFCAST_DATA=../shared/data .venv/bin/python benchmarks/energy_report.py [--end-to-end]
+
+Leave-one-GPU-out (train on three GPUs, test on the fourth) and leave-one-workload-out (train on
+five workloads, test on the sixth), the power model refitted on each training split exactly as
+``perfcast train --recipe power`` fits the shipped one (perfcast.training.power):
+
+1. average power (every row: every batch, optimizer and power limit) and energy per epoch
+   (predicted power × the measured time per epoch at the default limit × the predicted
+   slowdown at the row's limit) — MAPE, beside two baselines given the *measured* time of the
+   row: **TDP × time** (the upper bound cost/rank used before) and **a constant fraction of
+   TDP** (the training split's median power ÷ TDP, capped at the limit);
+2. the power-limit decision (Zeus's cost η·E + (1−η)·max power·T, η = 0.5): per (workload,
+   GPU, batch, optimizer), the limit the model chooses among the limits Zeus measured, its
+   *measured* cost against the best measured one (within 5 %?), beside always the maximum
+   limit.
+
+The step's FLOPs and bytes come from each workload's perfcast graph (perfcast.zoo.zeus); the
+time at the default limit is the measured one here (what the time predictors answer is judged
+in reports/crossdevice/), so these numbers are the power model's own error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "reports" / "energy"
+ETA = 0.5
+COMMAND = ("PERFCAST_DATA=../shared/data .venv/bin/python benchmarks/energy_report.py"
+           + (" --end-to-end" if "--end-to-end" in sys.argv else ""))
+
+
+def mape(pred, true) -> float:
+    pred, true = np.asarray(pred, float), np.asarray(true, float)
+    return float(np.mean(np.abs(pred - true) / true) * 100)
+
+
+def evaluate(frame: pd.DataFrame, split: str) -> tuple[pd.DataFrame, None]:
+    """Held-out predictions of every row under ``split`` (``gpu`` or ``workload``)."""
+    from perfcast.training.power import fit_power_model, predict_frame
+
+    out = []
+    for g in sorted(frame[split].unique()):
+        tr, te = frame[frame[split] != g], frame[frame[split] == g]
+        m = fit_power_model(tr)
+        p = predict_frame(m, te)
+        frac = float((tr["power_w"] / tr["tdp_w"]).median())
+        p["const_power_w"] = np.minimum(frac * p["tdp_w"], p["power_limit_w"])
+        p["tdp_power_w"] = p["tdp_w"]
+        p["held_out"] = g
+        out.append(p)
+    return pd.concat(out), None
+
+
+def table(pred: pd.DataFrame, by: str) -> pd.DataFrame:
+    rows = []
+    for key, d in [*pred.groupby(by), ("all", pred)]:
+        top = d[d["power_limit_w"] == d.groupby("config")["power_limit_w"].transform("max")]
+        rows.append({by: key, "rows": len(d),
+                     "power_model": mape(d["pred_power_w"], d["power_w"]),
+                     "const_fraction": mape(d["const_power_w"], d["power_w"]),
+                     "tdp": mape(d["tdp_power_w"], d["power_w"]),
+                     "energy_model": mape(d["pred_energy_per_epoch_j"], d["energy_per_epoch_j"]),
+                     "energy_const": mape(d["const_power_w"] * d["time_per_epoch_s"],
+                                          d["energy_per_epoch_j"]),
+                     "energy_tdp": mape(d["tdp_w"] * d["time_per_epoch_s"],
+                                        d["energy_per_epoch_j"]),
+                     "power_at_default": mape(top["pred_power_w"], top["power_w"]),
+                     "time_under_limit": mape(d["pred_time_ms"], d["time_ms"])})
+    return pd.DataFrame(rows)
+
+
+def decisions(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: chosen limit (predicted cost), its measured cost vs the best."""
+    from perfcast.energy import zeus_cost
+
+    rows = []
+    for cfg, d in pred.groupby("config"):
+        maxp = float(d["power_limit_w"].max())
+        meas = [zeus_cost(e, t, ETA, maxp) for e, t in zip(d["energy_per_epoch_j"],
+                                                             d["time_per_epoch_s"])]
+        est = [zeus_cost(p * t / 1e3 * n, t / 1e3 * n, ETA, maxp) for p, t, n in
+               zip(d["pred_power_w"], d["pred_time_ms"], d["steps_per_epoch"])]
+        i_best, i_choice = int(np.argmin(meas)), int(np.argmin(est))
+        i_max = int(np.argmax(d["power_limit_w"].to_numpy()))
+        gap = meas[i_choice] / meas[i_best] - 1
+        rows.append({"config": cfg, "gpu": d["gpu"].iloc[0], "workload": d["workload"].iloc[0],
+                     "batch_size": int(d["batch_size"].iloc[0]),
+                     "optimizer": d["optimizer"].iloc[0],
+                     "best_limit_w": float(d["power_limit_w"].iloc[i_best]),
+                     "chosen_limit_w": float(d["power_limit_w"].iloc[i_choice]),
+                     "gap": gap, "within_5pct": gap <= 0.05,
+                     "max_limit_gap": meas[i_max] / meas[i_best] - 1})
+    return pd.DataFrame(rows)
+
+
+def end_to_end(frame: pd.DataFrame) -> pd.DataFrame:
+    """Leave-one-GPU-out at the default limit with perfcast's *predicted* step time (what
+    ``perfcast predict`` answers): features and energy from the predicted time."""
+    from perfcast.api import predict
+    from perfcast.devices import get_device
+    from perfcast.energy import FEATURES, step_features
+    from perfcast.training.power import fit_power_model
+
+    top = frame[frame["power_limit_w"] == frame.groupby("config")["power_limit_w"]
+                .transform("max")].copy()
+    t_pred = {}
+    for (spec, inp, dev, b), _ in top.groupby(["model", "input_size", "device", "batch_size"]):
+        p = predict(spec, device=dev, batch_size=int(b), mode="train", precision="fp32",
+                    input_size=inp, optimizer="adam")
+        t_pred[(spec, dev, b)] = (p.time_ms, p.predictor.get("time_ms"))
+    top["pred_t0_ms"] = [t_pred[(m, d, b)][0] for m, d, b in
+                         zip(top["model"], top["device"], top["batch_size"])]
+    top["time_from"] = [t_pred[(m, d, b)][1] for m, d, b in
+                        zip(top["model"], top["device"], top["batch_size"])]
+    out = []
+    for g in sorted(frame["gpu"].unique()):
+        m = fit_power_model(frame[frame["gpu"] != g])
+        te = top[top["gpu"] == g].copy()
+        feats = [step_features(f, by, k, t / 1e3, get_device(d), "fp32", int(b))
+                 for f, by, k, t, d, b in zip(te["flops"], te["bytes"], te["kernels"],
+                                              te["pred_t0_ms"], te["device"], te["batch_size"])]
+        a = m.activity(np.asarray(feats))
+        te["e2e_power_w"] = te["idle_w"] + a * (te["tdp_w"] - te["idle_w"])
+        te["e2e_energy_j"] = te["e2e_power_w"] * te["pred_t0_ms"] / 1e3 * te["steps_per_epoch"]
+        out.append(te)
+    d = pd.concat(out)
+    rows = []
+    for key, x in [*d.groupby("gpu"), ("all", d)]:
+        rows.append({"gpu": key, "configs": len(x),
+                     "time_at_default": mape(x["pred_t0_ms"], x["t0_ms"]),
+                     "power_at_default": mape(x["e2e_power_w"], x["power_w"]),
+                     "energy_per_epoch": mape(x["e2e_energy_j"], x["energy_per_epoch_j"]),
+                     "energy_tdp_x_pred_time": mape(x["tdp_w"] * x["pred_t0_ms"] / 1e3
+                                                    * x["steps_per_epoch"],
+                                                    x["energy_per_epoch_j"])})
+    return pd.DataFrame(rows)
+
+
+def md(df: pd.DataFrame, fmt: str = "{:.1f}") -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in df.itertuples(index=False):
+        lines.append("| " + " | ".join(fmt.format(v) if isinstance(v, float) else str(v)
+                                       for v in r) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if "PERFCAST_DATA" not in os.environ:
+        os.environ["PERFCAST_DATA"] = str(ROOT.parent / "shared" / "data")
+    from perfcast.training.power import zeus_frame
+
+    frame = zeus_frame()
+    res: dict = {"command": COMMAND, "rows": len(frame),
+                 "configurations": int(frame["config"].nunique()), "eta": ETA}
+    text = {}
+    for split in ("gpu", "workload"):
+        pred, _ = evaluate(frame, split)
+        t = table(pred, split)
+        dec = decisions(pred)
+        dsum = dec.groupby("gpu" if split == "gpu" else "workload").agg(
+            cases=("config", "size"), within_5pct=("within_5pct", "mean"),
+            median_gap=("gap", "median"), max_limit_within_5pct=(
+                "max_limit_gap", lambda s: float((s <= 0.05).mean()))).reset_index()
+        dsum.loc[len(dsum)] = ["all", len(dec), float(dec["within_5pct"].mean()),
+                               float(dec["gap"].median()),
+                               float((dec["max_limit_gap"] <= 0.05).mean())]
+        res[split] = {"power": t.to_dict(orient="records"),
+                      "decision": dsum.to_dict(orient="records")}
+        text[split] = (t, dsum, dec)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for split in ("gpu", "workload"):
+        text[split][2].to_csv(OUT / f"decisions_leave_one_{split}_out.csv", index=False,
+                              float_format="%.4f")
+    e2e_md = ""
+    if "--end-to-end" in sys.argv:
+        e2e = end_to_end(frame)
+        res["end_to_end_gpu"] = e2e.to_dict(orient="records")
+        e2e_md = f"""
+## 3. End to end: with perfcast's predicted time (`--end-to-end`)
+
+Leave-one-GPU-out at the default limit (the {len(frame[frame['power_limit_w'] == frame.groupby('config')['power_limit_w'].transform('max')])} highest-limit rows), the step time from `perfcast.predict`
+(the shipped time predictors: `crossdevice` on these GPUs, fp32 training, Adam-family
+optimizer) instead of the measured one — what `perfcast predict` answers for energy. Energy per
+epoch = predicted power × predicted time × steps; beside TDP × predicted time. MAPE, %:
+
+{md(e2e)}
+
+The traces' times include the data loader and Python (NCF and small-batch ShuffleNet are far
+from the GPU's roofline), which a graph-based time predictor does not see.
+"""
+    (OUT / "results.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
+    g, w = text["gpu"], text["workload"]
+    allg = g[0][g[0]["gpu"] == "all"].iloc[0]
+    dg = g[1][g[1]["gpu"] == "all"].iloc[0]
+    doc = f"""# Energy: the power model on the Zeus traces
+
+Regenerate: `{COMMAND}` (a few seconds; the workloads' graphs come from the graph cache or are
+built once). The shipped model (`perfcast/energy/power_model.json`) is the same fit on every
+row: `perfcast train --recipe power --out perfcast/energy`.
+
+Data: the Zeus NSDI'23 traces (`../shared/data/zeus-power/`, {len(frame):,} rows,
+{frame['config'].nunique()} configurations = GPU × workload × batch × optimizer, each over
+6-9 power limits) on A40, V100 (PCIe), P100 (PCIe) and Quadro RTX 6000; six training
+workloads built as perfcast graphs (`perfcast/zoo/zeus.py`). The time at the default limit is
+the **measured** one, so these are the power model's own errors (power, the limit response, the
+slowdown); the time predictors' error is in `reports/crossdevice/`. Baselines get the row's
+measured time too: **TDP** = power TDP (what `cost` / `rank` used before), **const** = the
+training split's median power ÷ TDP × TDP, capped at the limit.
+
+## 1. Average power and energy per epoch — MAPE (%)
+
+`power_*`: every row; `power_at_default`: the rows at the highest limit (TDP) only;
+`energy_*`: energy per epoch (model: predicted power × measured default-limit time × predicted
+slowdown; baselines: their power × the row's measured time); `time_under_limit`: predicted
+step time under the limit (measured default time × predicted slowdown).
+
+### Leave-one-GPU-out
+
+{md(g[0])}
+
+### Leave-one-workload-out
+
+{md(w[0])}
+
+## 2. Power-limit decision (η = {ETA}) — cases within 5 % of the best measured cost
+
+Per (workload, GPU, batch, optimizer): the limit minimising the *predicted* cost
+η·E + (1−η)·max power·T among the limits Zeus measured; `within_5pct` = share of cases whose
+*measured* cost at that limit is within 5 % of the best measured limit's; `median_gap` = median
+excess cost; `max_limit_within_5pct` = the same share for always keeping the maximum limit.
+Per case: `decisions_leave_one_gpu_out.csv`, `decisions_leave_one_workload_out.csv`.
+
+### Leave-one-GPU-out
+
+{md(g[1], "{:.3f}")}
+
+### Leave-one-workload-out
+
+{md(w[1], "{:.3f}")}
+
+## Goals (issue #15) and where they stand
+
+* Leave-one-GPU-out power MAPE ≤ 8 %: **{allg['power_model']:.1f} %** — not met (TDP
+  {allg['tdp']:.1f} %, constant fraction {allg['const_fraction']:.1f} %). The power drawn at
+  the default limit differs by GPU for the same utilisation (a P100 tops out near 60 % of its
+  TDP on ResNet-50 where the RTX 6000 reaches 90 %; data-loader-bound NCF draws 4 % of
+  TDP − idle on the P100 and 20 % on the A40) — nothing in a spec sheet of three training GPUs
+  predicts the fourth's.
+* Leave-one-GPU-out energy per epoch ≤ 10 %: **{allg['energy_model']:.1f} %** — not met.
+* Power-limit choice within 5 % of the best measured cost in ≥ 80 % of cases, leave-one-GPU-out:
+  **{dg['within_5pct']:.0%}** of {int(dg['cases'])} cases
+  ({'met' if dg['within_5pct'] >= 0.8 else 'not met'}; keeping the maximum limit:
+  {dg['max_limit_within_5pct']:.0%}).
+
+How this was reached, honestly: the features and the activity model were fixed before the first
+run of this report and not changed after it. The slowdown's form was changed once, after that
+first run: ``((P₀ − s·idle)/(P − s·idle))^γ`` over-predicted the slowdown of a limit just below
+the unconstrained power (×1.09 where the traces show ×1.03), so the model never chose a lower
+limit (62 % of cases within 5 %, the same as keeping the maximum); the pooled traces' shape
+(log T/T₀ ≈ (ln P₀/P)²) gave the present ``exp(γ·(ln P₀/P)^β)``, whose two numbers each split
+refits from its own training rows. An XGBoost activity model and device features (SM·clock ÷ TDP,
+bandwidth ÷ TDP) were tried on the pooled data and did worse leave-one-GPU-out (27.5 %,
+23.9 %, 25.6 % on the power at the default limit vs 18.5 %); they are not shipped.
+"""
+    doc = doc.replace("\n## Goals (issue #15)", e2e_md + "\n## Goals (issue #15)")
+    (OUT / "README.md").write_text(doc)
+    print(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Commands that show a forecast to people ("Predict & decide" in ``perfcast --help``):
+``report`` (one self-contained HTML page: roofline, top operators, phases, memory timeline,
+decisions) and ``ui`` (the Gradio web page; optional extra ``perfcast[ui]``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from perfcast.cli._common import (
+    PANEL_PREDICT,
+    BatchSize,
+    Device,
+    InputSize,
+    Json,
+    Mode,
+    Model,
+    NoCache,
+    Optimizer,
+    Precision,
+    Predictor,
+    SeqLen,
+    StageProgress,
+    err,
+    out,
+    print_json,
+)
+from perfcast.errors import PerfcastError
+from perfcast.paths import check_output_file
+from perfcast.workload import DEFAULT_OPTIMIZER
+
+app = typer.Typer()
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def report(
+    model: Model,
+    device: Device,
+    out_path: Annotated[str, typer.Option(
+        "--out", "-o", help="The HTML page to write (one file; charts embedded).")] = "report.html",
+    batch_size: BatchSize = None,
+    input_size: InputSize = None,
+    seq_len: SeqLen = None,
+    mode: Mode = "infer",
+    precision: Precision = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    predictor: Predictor = None,
+    iterations: Annotated[int, typer.Option(
+        "--iterations", help="Batches the cost and CO2e are for.")] = 1000,
+    region: Annotated[str | None, typer.Option(
+        "--region", help="Grid for the CO2e: country (FRA, Germany) or cloud region "
+                         "(aws:us-east-1); default the world average.")] = None,
+    png: Annotated[bool, typer.Option(
+        "--png", help="Also write each chart as <out stem>-<chart>.png beside the page.")] = False,
+    as_json: Json = False,
+    no_cache: NoCache = False,
+):
+    """One self-contained HTML page (opens offline: charts embedded as PNG) for MODEL on a
+    device: the device's roofline for the precision with the model's operator classes placed by
+    arithmetic intensity and predicted attainable FLOP/s, the top operators by predicted time
+    and their bound, time per phase, the memory timeline of the tensor simulation and the
+    decisions (largest batch, MIG profile, cost and CO2e)."""
+    from perfcast.report import build_report, write_report
+
+    path = check_output_file(out_path, suffixes=(".html", ".htm"), option="--out")
+    with StageProgress(hidden=as_json) as prog:
+        r = build_report(model, device=device, batch_size=batch_size, input_size=input_size,
+                         seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
+                         predictor=predictor, iterations=iterations, region=region,
+                         use_cache=not no_cache, progress=prog.stages)
+        written = write_report(r, path, png=png)
+    if as_json:
+        d = r.to_dict()
+        if d.get("memory"):
+            d["memory"].pop("timeline", None)
+        print_json({"written": written, "report": d})
+        return
+    out.print(f"wrote {written['html']} ({r.model} on {r.device}, {r.mode}, {r.precision}, "
+              f"batch {r.batch_size:,}; built in {r.seconds:.1f} s)", highlight=False)
+    for name, p in written.items():
+        if name != "html":
+            out.print(f"chart: {p}", highlight=False)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def ui(
+    host: Annotated[str, typer.Option(
+        "--host", help="Address to listen on (default: this machine only; anything else makes "
+                       "the page reachable from the network).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 7860,
+    max_upload_mb: Annotated[float, typer.Option(
+        "--max-upload-mb", help="Largest file a user may upload (MB).")] = 20.0,
+):
+    """Serve the perfcast web page (Gradio; pip install 'perfcast\\[ui]'): model, batch, input
+    size or sequence length, mode, precision and devices in; predictions with sources, memory
+    breakdown, MIG profile, largest batch, cost and CO2e, a device ranking and the roofline
+    chart out. Ctrl-C stops it."""
+    from perfcast.ui import serve
+
+    if not 0 < port < 65536:
+        raise PerfcastError(f"--port must be in 1..65535, got {port}")
+    if not max_upload_mb > 0:
+        raise PerfcastError(f"--max-upload-mb must be > 0, got {max_upload_mb}")
+    serve(host=host, port=port, max_upload_mb=max_upload_mb,
+          announce=lambda text: err.print(text, highlight=False, markup=False,
+                                            soft_wrap=True))

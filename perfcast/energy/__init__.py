@@ -1,0 +1,351 @@
+"""Power and energy, in one code path: **energy = power × devices × time**, with each device's
+average board power bounded to ``[idle, min(power limit, TDP)]``.
+
+Every energy perfcast gives — ``perfcast predict`` (any model, any GPU), the LLM generation
+path (:mod:`perfcast.generation`, through :mod:`perfcast.llm.energy`), ``cost``, ``rank`` and
+``power-limit`` — goes through this module: its bounds (:func:`power_bounds`), its power-limit
+range (:func:`limit_range`, :func:`check_power_limit`), its limit response (:meth:`PowerModel.
+at_limit`, :meth:`PowerModel.slowdown`) and :func:`energy_j`. What differs is only where the
+*unconstrained* power (the power at the default limit, TDP) comes from:
+
+* a model graph on a GPU (training or inference): the **power model** shipped here
+  (``power_model.json``, built by ``perfcast train --recipe power --out perfcast/energy`` from
+  the Zeus traces, judged in ``reports/energy/``): a logistic model of the GPU's *activity* —
+  the fraction of ``TDP − idle`` drawn above idle — on scale-free utilisation features of one
+  step, computed from the graph's work and the predicted time (:func:`step_features`);
+* an LLM served by an engine (``--mode generate``): the ``llm-power`` model trained on
+  ML.ENERGY's serving measurements (A100 / H100, :mod:`perfcast.llm.model`) — then bounded and
+  multiplied here.
+
+Physics of a power limit ``L`` (learned from the traces, :class:`PowerModel`): a board that
+draws ``P₀`` at its default limit (TDP) draws ``P(L) = P₀·σ(L)/σ(TDP)``,
+``σ(L) = (1 + (c·L/P₀)⁻ᵏ)^(-1/k)`` — a soft minimum of ``P₀`` and the limit (the regulator caps
+the *peaks*, so the average falls below ``P₀`` already when ``L`` is a little above it) — and
+the step slows as the power is cut: ``T(L) / T₀ = exp(γ·(ln(P₀ / P(L)))^β)`` (β ≈ 2: the first
+tenth of power costs little time — voltage falls with the clock — the next ones ever more). Idle power is the spec's ``idle_w`` when a device has one, else
+:data:`IDLE_FRACTION_OF_TDP` × TDP — an assumption (datacenter GPUs idle at roughly 10–15 % of
+TDP by their NVML readings), stated in every answer that uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import PerfcastError
+
+IDLE_FRACTION_OF_TDP = 0.10
+#: The shipped power model (JSON: coefficients, no pickle).
+MODEL_FILE = "power_model.json"
+#: Per-kernel launch overhead (s) the launch-bound feature counts (the roofline's GPU value).
+LAUNCH_S = 5e-6
+#: Names of :func:`step_features`, in order.
+FEATURES = ("log_compute_util", "log_memory_util", "log_launch_util", "log_intensity_ridge",
+            "log_batch", "half_precision")
+
+
+# --------------------------------------------------------------------------- bounds and range
+def power_bounds(device) -> tuple[float | None, float | None, str]:
+    """(idle W, TDP W, where idle came from) of one device; ``None`` when unknown."""
+    tdp = float(device.tdp_w) if getattr(device, "tdp_w", None) else None
+    idle = getattr(device, "idle_w", None)
+    if idle:
+        return float(idle), tdp, "spec idle_w"
+    if tdp is None:
+        return None, None, "no TDP"
+    return IDLE_FRACTION_OF_TDP * tdp, tdp, f"{IDLE_FRACTION_OF_TDP:.0%} of TDP (assumed)"
+
+
+def bounded_power(device, watts: float, limit_w: float | None = None) -> float:
+    """``watts`` per device clipped to ``[idle, min(limit, TDP)]``."""
+    idle, tdp, _ = power_bounds(device)
+    w = float(watts)
+    top = min(x for x in (tdp, limit_w) if x is not None) if (tdp or limit_w) else None
+    if top is not None:
+        w = min(w, top)
+    if idle is not None:
+        w = max(w, idle)
+    return w
+
+
+def energy_j(power_w: float, n_devices: int, seconds: float) -> float:
+    """Joules of ``n_devices`` drawing ``power_w`` each for ``seconds``."""
+    return float(power_w) * int(n_devices) * float(seconds)
+
+
+@dataclass(frozen=True)
+class LimitRange:
+    """The power limits a GPU accepts (W): ``low``..``high``, ``default`` (TDP: what perfcast's
+    time predictions are for) and where the range came from (``source``)."""
+
+    low: float
+    high: float
+    default: float
+    source: str
+
+
+def _known_min_fraction() -> tuple[float, list[str]]:
+    """The largest ``power_limit_min_w / tdp_w`` among registry GPUs that state their range
+    (the conservative default for a GPU that does not), and those GPUs."""
+    from perfcast.devices import list_devices
+
+    known = [(d.power_limit_min_w / d.tdp_w, d.key) for d in list_devices()
+             if d.is_gpu and d.power_limit_min_w and d.tdp_w]
+    if not known:
+        return 0.5, []
+    return max(f for f, _ in known), sorted(k for _, k in known)
+
+
+def limit_range(device) -> LimitRange:
+    """The power-limit range of ``device`` (a GPU with a TDP): the spec's
+    ``power_limit_min_w`` / ``power_limit_max_w`` when given; else from TDP down to the largest
+    min/TDP fraction of the GPUs whose range perfcast knows (said in ``source``)."""
+    if not device.is_gpu:
+        raise PerfcastError(f"{device.key} is a CPU: power limits are set on GPUs (nvidia-smi "
+                            f"-pl)")
+    if not device.tdp_w:
+        raise PerfcastError(f"{device.key} has no TDP in its spec: no power-limit range (add "
+                            f"tdp_w, power_limit_min_w, power_limit_max_w to a device spec)")
+    tdp = float(device.tdp_w)
+    hi = float(device.power_limit_max_w or tdp)
+    if device.power_limit_min_w:
+        src = "device spec (power_limit_min_w / power_limit_max_w)"
+        lo = float(device.power_limit_min_w)
+    else:
+        frac, keys = _known_min_fraction()
+        lo = round(frac * tdp)
+        src = (f"assumed: {frac:.0%} of TDP, the highest min/TDP of the GPUs with a known range "
+               f"({', '.join(keys)}); set power_limit_min_w in a device spec (nvidia-smi -q -d "
+               f"POWER shows it)")
+    return LimitRange(low=lo, high=hi, default=min(tdp, hi), source=src)
+
+
+def check_power_limit(device, watts: float | None) -> float:
+    """The power limit to predict at: ``watts`` (checked against :func:`limit_range`), else the
+    default (TDP). A limit outside the range is a one-line :class:`PerfcastError`."""
+    r = limit_range(device)
+    if watts is None:
+        return r.default
+    if isinstance(watts, bool) or not isinstance(watts, (int, float)) or not math.isfinite(watts):
+        raise PerfcastError(f"power limit must be a number of watts, got {watts!r}")
+    if not r.low <= float(watts) <= r.high:
+        raise PerfcastError(f"power limit {watts:g} W is outside {device.key}'s range "
+                            f"{r.low:g}-{r.high:g} W ({r.source})")
+    return float(watts)
+
+
+# --------------------------------------------------------------------------- features
+def step_work(cost, batch: int, mode: str, precision: str, optimizer: str | None = None
+              ) -> tuple[float, float, float]:
+    """``(FLOPs, DRAM bytes, kernels)`` of one step of a graph's roofline cost (a
+    :class:`~perfcast.predictors.roofline.GraphCost`), counted as the roofline counts them:
+    forward work × the batch ratio, ×3 in training (+ the optimizer's element-wise update)."""
+    import numpy as np
+
+    from_states = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}
+    k = float(batch) / cost.ref_batch
+    train = mode == "train"
+    sel = slice(None) if train else ~np.asarray(cost.is_dropout)
+    a = 0.5 if precision in ("amp", "fp16", "bf16") else 1.0
+    w = 0.5 if precision in ("fp16", "bf16") else 1.0
+    flops = float(np.asarray(cost.flops)[sel].sum()) * k
+    moved = float((np.asarray(cost.act_bytes)[sel] * k * a
+                   + np.asarray(cost.param_bytes)[sel] * w).sum())
+    kernels = float(np.asarray(cost.flops)[sel].size)
+    if train:
+        e = 2.0 if precision in ("fp16", "bf16") else 4.0
+        states = from_states.get(optimizer or "", 1)
+        flops, moved, kernels = 3 * flops, 3 * moved + cost.params * e * (3 + 2 * states), \
+            3 * kernels
+    return flops, moved, kernels
+
+
+def step_features(flops: float, moved: float, kernels: float, time_s: float, device,
+                  precision: str, batch: int) -> list[float]:
+    """The :data:`FEATURES` of one step taking ``time_s`` on ``device``: achieved fractions of
+    the peak FLOP/s at the precision, of the DRAM bandwidth and of the time spent launching
+    kernels (log10, clipped to [1e-4, 4]), the step's arithmetic intensity over the device's
+    ridge point (log10), log2 of the batch and whether the precision is a half one."""
+    peak = float(device.peak_tflops(precision) or device.peak_fp32_tflops) * 1e12
+    bw = float(device.bandwidth_gbs) * 1e9
+    t = max(float(time_s), 1e-12)
+
+    def lg(x: float) -> float:
+        return math.log10(min(max(x, 1e-4), 4.0))
+
+    ai = (flops / max(moved, 1.0)) / (peak / bw)
+    return [lg(flops / (t * peak)), lg(moved / (t * bw)), lg(kernels * LAUNCH_S / t),
+            math.log10(max(ai, 1e-6)), math.log2(max(int(batch), 1)),
+            float(precision in ("amp", "fp16", "bf16"))]
+
+
+# --------------------------------------------------------------------------- the model
+@dataclass
+class PowerModel:
+    """The learned parts: ``coef`` (logistic activity model over :data:`FEATURES`, standardised
+    by ``mean`` / ``scale``; ``coef[0]`` the intercept), the limit response ``k``, ``c`` and the
+    slowdown ``gamma``, ``beta`` (see the module docstring), and ``trained_on`` (provenance)."""
+
+    coef: list[float]
+    mean: list[float]
+    scale: list[float]
+    k: float
+    c: float
+    gamma: float
+    beta: float
+    trained_on: dict[str, Any]
+
+    # -- the three parts ---------------------------------------------------------------
+    def activity(self, feats) -> Any:
+        """Fraction of ``TDP − idle`` drawn above idle at the default limit (0..1), per row of
+        ``feats`` (rows of :data:`FEATURES`)."""
+        import numpy as np
+
+        X = (np.atleast_2d(np.asarray(feats, dtype=np.float64)) - self.mean) / self.scale
+        z = self.coef[0] + X @ np.asarray(self.coef[1:])
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def unconstrained_power(self, feats, device) -> float:
+        """Average board power (W) at the default limit: idle + activity × (TDP − idle)."""
+        idle, tdp, _ = power_bounds(device)
+        return float(idle + float(self.activity(feats)[0]) * (tdp - idle))
+
+    def at_limit(self, p0: float, limit_w: float, device, default_w: float | None = None
+                 ) -> float:
+        """Average power (W) under the limit, for a board drawing ``p0`` at its default limit
+        ``default_w`` (TDP when not given): ``p0 · σ(L) / σ(default)`` with
+        ``σ(L) = (1 + (c·L / p0)⁻ᵏ)^(-1/k)`` (the soft minimum of ``p0`` and ``c·L``), within
+        ``[idle, min(limit, TDP)]`` and never above ``p0``."""
+        if default_w is None:
+            default_w = limit_range(device).default
+        p = p0 * _soft(self.c * limit_w / p0, self.k) / _soft(self.c * default_w / p0, self.k)
+        return min(p0, bounded_power(device, p, limit_w))
+
+    def slowdown(self, p0: float, p: float, device=None) -> float:
+        """``T(L) / T₀`` ≥ 1 for a board held to ``p`` W that would draw ``p0`` W:
+        ``exp(γ·(ln(p0 / p))^β)``."""
+        if p >= p0:
+            return 1.0
+        return float(math.exp(self.gamma * math.log(p0 / max(p, 1e-9)) ** self.beta))
+
+    # -- one step ----------------------------------------------------------------------
+    def step(self, feats, device, limit_w: float) -> tuple[float, float, float]:
+        """``(power W at the limit, slowdown vs the default limit, power W at the default
+        limit)`` of one step."""
+        p0 = self.unconstrained_power(feats, device)
+        p = self.at_limit(p0, limit_w, device)
+        return p, self.slowdown(p0, p, device), p0
+
+    # -- file --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "perfcast-power-model/2", "features": list(FEATURES),
+                "coef": self.coef, "mean": self.mean, "scale": self.scale, "k": self.k,
+                "c": self.c, "gamma": self.gamma, "beta": self.beta, "trained_on": self.trained_on}
+
+    def save(self, path: str | Path) -> Path:
+        from perfcast.paths import write_file_atomically
+
+        path = Path(path)
+        if path.is_dir() or not path.suffix:
+            path = path / MODEL_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+        write_file_atomically(path, lambda tmp: Path(tmp).write_text(text))
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PowerModel:
+        if d.get("format") != "perfcast-power-model/2" or list(d.get("features", [])) != \
+                list(FEATURES):
+            raise PerfcastError("not a perfcast power model (format perfcast-power-model/2 with "
+                                f"features {', '.join(FEATURES)})")
+        return cls(coef=[float(x) for x in d["coef"]], mean=[float(x) for x in d["mean"]],
+                   scale=[float(x) for x in d["scale"]], k=float(d["k"]), c=float(d["c"]),
+                   gamma=float(d["gamma"]), beta=float(d["beta"]), trained_on=d.get("trained_on", {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> PowerModel:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise PerfcastError(f"cannot read the power model {path}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- the decision
+#: Zeus's power-limit step (W) between the limits it profiles.
+LIMIT_STEP_W = 25.0
+
+
+def candidate_limits(device, step_w: float = LIMIT_STEP_W) -> list[float]:
+    """The limits a decision chooses among: from the range's low end in ``step_w`` steps, and
+    its high end (as Zeus profiles them)."""
+    r = limit_range(device)
+    out, x = [], r.low
+    while x < r.high - 1e-9:
+        out.append(float(x))
+        x += step_w
+    return out + [float(r.high)]
+
+
+def zeus_cost(energy: float, seconds: float, eta: float, max_power_w: float) -> float:
+    """Zeus's cost of a run: ``η·energy + (1 − η)·max power·time`` (J): η = 1 counts energy
+    only, η = 0 time only (priced at the maximum power limit)."""
+    return eta * energy + (1.0 - eta) * max_power_w * seconds
+
+
+def sweep(model: PowerModel, feats, device, t0_s: float, eta: float,
+          limits: list[float] | None = None) -> list[dict[str, float]]:
+    """Per candidate limit (:func:`candidate_limits`): ``limit_w``, ``power_w``, ``slowdown``,
+    ``time_s`` (``t0_s`` at the default limit × slowdown), ``energy_j`` and Zeus's ``cost``
+    (:func:`zeus_cost`, max power = the range's high end)."""
+    if not 0.0 <= float(eta) <= 1.0:
+        raise PerfcastError(f"eta must be between 0 and 1 (0: time only, 1: energy only), "
+                            f"got {eta!r}")
+    r = limit_range(device)
+    p0 = model.unconstrained_power(feats, device)
+    rows = []
+    for lim in limits or candidate_limits(device):
+        p = model.at_limit(p0, lim, device, r.default)
+        sd = model.slowdown(p0, p, device)
+        t = t0_s * sd
+        rows.append({"limit_w": float(lim), "power_w": p, "slowdown": sd, "time_s": t,
+                     "energy_j": p * t, "cost": zeus_cost(p * t, t, eta, r.high)})
+    return rows
+
+
+def _soft(x: float, k: float) -> float:
+    """``(1 + x⁻ᵏ)^(-1/k)``: ≈ x for x ≪ 1, → 1 for x ≫ 1."""
+    return (1.0 + max(x, 1e-9) ** -k) ** (-1.0 / k)
+
+
+def model_path() -> Path:
+    """The shipped power model (``$PERFCAST_SHIPPED_DIR/power_model.json`` when that variable
+    points at a folder holding one, else the one in this package)."""
+    import os
+
+    from perfcast.paths import package_data
+
+    env = os.environ.get("PERFCAST_SHIPPED_DIR")
+    if env and (Path(env) / MODEL_FILE).is_file():
+        return Path(env) / MODEL_FILE
+    return package_data("energy", MODEL_FILE)
+
+
+def load_power_model(path: str | Path | None = None) -> PowerModel:
+    """The shipped :class:`PowerModel` (loaded once per process and file)."""
+    return _load(str(Path(path) if path else model_path()))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> PowerModel:
+    return PowerModel.load(path)
+
+
+__all__ = ["FEATURES", "IDLE_FRACTION_OF_TDP", "LIMIT_STEP_W", "LimitRange", "MODEL_FILE",
+           "PowerModel", "bounded_power", "candidate_limits", "check_power_limit", "energy_j",
+           "limit_range", "load_power_model", "model_path", "power_bounds", "step_features",
+           "step_work", "sweep", "zeus_cost"]

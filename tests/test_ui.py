@@ -1,0 +1,204 @@
+"""perfcast ui without a browser: what the model box and the uploads accept, errors as messages,
+the generic prediction table, and two requests at once through Gradio's queue (gradio_client)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from perfcast.ui import (
+    Request,
+    UIError,
+    device_from_upload,
+    model_from_text,
+    model_from_upload,
+    prediction_table,
+    run_request,
+)
+
+
+def _tiny_onnx(path: Path) -> Path:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("text, spec", [
+    ("resnet50", "resnet50"), (" timm:resnet18 ", "timm:resnet18"),
+    ("torchvision:resnet18", "torchvision:resnet18"), ("hf:BERT-base-uncased",
+                                                       "hf:bert-base-uncased"),
+])
+def test_model_box_accepts_names(text, spec):
+    assert model_from_text(text) == spec
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "give a model name"),
+    ("/etc/passwd", "file paths are not accepted"),
+    ("../../model.onnx", "file paths are not accepted"),
+    ("model.onnx", "file paths are not accepted"),
+    ("~/x", "file paths are not accepted"),
+    ("os.path:join", "module:callable specs"),
+    ("module:os.system", "module:callable specs"),
+    ("keras:ResNet50", "module:callable specs"),
+    ("hf:../../config.json", "unknown Hugging Face model"),
+    ("hf:someone/private-model", "unknown Hugging Face model"),
+    ("resnet50; rm -rf /", "file paths are not accepted"),
+    ("resnet50; rm -rf x", "not a model name"),
+    ("pyproject", None),  # a bare name that is no file is a timm name (checked later)
+])
+def test_model_box_refuses_paths_and_callables(text, message, tmp_path, monkeypatch):
+    if message is None:
+        assert model_from_text(text) == text
+        return
+    with pytest.raises(UIError, match=message):
+        model_from_text(text)
+
+
+def test_model_box_refuses_an_existing_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret").write_text("x")
+    with pytest.raises(UIError, match="names a file here"):
+        model_from_text("secret")
+
+
+def test_uploads_are_checked_and_deleted(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def upload(name: str, data: bytes) -> Path:
+        p = tmp_path / name
+        p.write_bytes(data)
+        return p
+
+    ok = _tiny_onnx(tmp_path / "tiny.onnx")
+    spec, label = model_from_upload(ok, work, 1)
+    assert label == "tiny.onnx" and Path(spec) == work / "model.onnx" and not ok.exists()
+    for name, data, message in [
+        ("notes.onnx", b"not a model\n" * 50, "not an ONNX model"),
+        ("big.onnx", b"\0" * (2**20 + 1), "over the upload limit of 1 MB"),
+        ("empty.onnx", b"", "the file is empty"),
+        ("model.pt", b"x", "only .onnx or .json"),
+        ("config.json", b"{not json", "not valid JSON"),
+        ("config.json", json.dumps({"key": "my-gpu"}).encode(), "not a Hugging Face config"),
+    ]:
+        p = upload(name, data)
+        with pytest.raises(UIError, match=message):
+            model_from_upload(p, work, 1)
+        assert not p.exists()  # the server's copy is gone either way
+    cfg = upload("config.json", json.dumps({"model_type": "bert", "hidden_size": 64,
+                                            "num_hidden_layers": 2,
+                                            "num_attention_heads": 2,
+                                            "intermediate_size": 128}).encode())
+    spec, _ = model_from_upload(cfg, work, 1)
+    assert spec == f"hf:{work / 'config.json'}"
+
+
+def test_uploaded_device_spec(tmp_path):
+    from perfcast.devices import get_device, unregister_device
+
+    row = {"key": "ui-test-gpu", "name": "UI test GPU", "kind": "gpu",
+           "peak_fp32_tflops": 20.0, "memory_gb": 24, "bandwidth_gbs": 900, "sm_count": 80}
+    p = tmp_path / "gpu.json"
+    p.write_text(json.dumps(row))
+    added = []
+    try:
+        dev, note = device_from_upload(p, tmp_path, 1)
+        added.append(dev.key)
+        assert dev.key == "ui-test-gpu" and note is None and get_device("ui-test-gpu") == dev
+        # the same key with other values: kept apart under a new key, never overriding
+        p.write_text(json.dumps({**row, "memory_gb": 48}))
+        dev2, note2 = device_from_upload(p, tmp_path, 1)
+        added.append(dev2.key)
+        assert dev2.key.startswith("ui-test-gpu-") and "is taken" in note2
+        assert get_device("ui-test-gpu").memory_gb == 24 and dev2.memory_gb == 48
+        p.write_text(json.dumps({**row, "key": "a100-40gb"}))
+        dev3, _ = device_from_upload(p, tmp_path, 1)
+        added.append(dev3.key)
+        assert dev3.key != "a100-40gb" and get_device("a100-40gb").memory_gb == 40
+        assert not p.exists()
+    finally:
+        for k in added:
+            unregister_device(k)
+
+
+def test_errors_are_messages_not_tracebacks(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("hello")
+    for req, message in [
+        (Request(model="/etc/passwd", devices=["a100-40gb"]), "file paths are not accepted"),
+        (Request(model="resnet50", devices=[]), "choose at least one device"),
+        (Request(model="resnet50", devices=["/tmp/x.json"]), "unknown device"),
+        (Request(model="resnet50", devices=["a100-40gb"], batch_size=-3), "whole number ≥ 1"),
+        (Request(model="resnet50", devices=["a100-40gb"], input_len=5), "generate only"),
+        (Request(model="resnet50", devices=["a100-40gb"], mode="generate"),
+         "input length is required"),
+        (Request(model="resnet50", devices=["a100-40gb"], mode="generate", input_len=8,
+                 output_len=8), "Hugging Face decoder LLMs"),
+        (Request(model=None, model_file=str(bad), devices=["a100-40gb"]), "not an ONNX model"),
+    ]:
+        r = run_request(req)
+        assert 'class="pc-error"' in r.status and message in r.status, r.status
+        assert "Traceback" not in r.status and r.table == ""
+    assert not bad.exists()
+
+
+def test_prediction_table_is_generic():
+    preds = [{"model": "m", "device": "gpu-a", "precision": "fp32", "batch_size": 8,
+              "time_ms": 1.25, "time_ms_low": 1.0, "time_ms_high": 1.5, "fits": True,
+              "energy_j": None, "ood": "no", "predictor": {"time_ms": "xgboost"}, "notes": []},
+             {"model": "m", "device": "gpu-b", "precision": "amp", "batch_size": 8,
+              "time_ms": 0.5, "future_key": 3.0, "predictor": {}, "notes": []}]
+    t = prediction_table(preds)
+    assert 'data-device="gpu-a" data-key="time_ms" data-value="1.25"' in t
+    assert "1.000 – 1.500" in t and "xgboost" in t
+    assert 'data-key="time_ms_low"' not in t  # shown as the interval, not a row
+    for key in ("fits", "energy_j", "ood", "future_key"):
+        assert f"<th>{key}</th>" in t
+
+
+def test_two_requests_at_once_are_queued(tmp_path):
+    pytest.importorskip("gradio")
+    from gradio_client import Client, handle_file
+
+    from perfcast.ui import build_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_app(max_upload_mb=1)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
+                quiet=True, ssr_mode=False, max_file_size=2**20)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        files = [_tiny_onnx(tmp_path / f"m{i}.onnx") for i in range(2)]
+        jobs = [client.submit("", handle_file(str(f)), 0, "", 0, 0, 0, "infer", "auto",
+                              ["cpu"], None, 10, "", "time", api_name="/predict")
+                for f in files]
+        results = [j.result(timeout=300) for j in jobs]
+        for r in results:
+            assert 'class="pc-ok"' in r[0], r[0]
+            assert 'data-device="cpu" data-key="time_ms"' in r[1]
+    finally:
+        demo.close()
+
+
+def test_without_gradio_the_command_says_what_to_install(monkeypatch, capsys):
+    import sys
+
+    from perfcast.cli import main
+
+    monkeypatch.setitem(sys.modules, "gradio", None)  # import gradio → ImportError
+    assert main(["ui", "--port", "7999"]) == 2
+    assert "pip install 'perfcast[ui]'" in capsys.readouterr().err
