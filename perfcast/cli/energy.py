@@ -74,8 +74,8 @@ def power_limit(
         t.add_row(f"{r['limit_w']:,.0f}", f"{r['power_w']:,.0f}", f"{r['time_ms']:,.2f}",
                   f"{r['energy_j']:,.3g}", f"{r['cost']:,.4g}", mark)
     out.print(t)
-    out.print(f"power limit: [bold]{c.limit_w:,.0f} W[/bold] — energy {c.energy_saving:+.1%} "
-              f"saved, time {c.time_increase:+.1%} vs the default {c.default['limit_w']:,.0f} W "
+    out.print(f"power limit: [bold]{c.limit_w:,.0f} W[/bold] — energy {-c.energy_saving:+.1%}, "
+              f"time {c.time_increase:+.1%} vs the default {c.default['limit_w']:,.0f} W "
               f"(nvidia-smi -pl {c.limit_w:,.0f})", highlight=False)
     if png:
         out.print(f"plot: {png}")
