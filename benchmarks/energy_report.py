@@ -102,9 +102,10 @@ def decisions(pred: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def end_to_end(frame: pd.DataFrame) -> pd.DataFrame:
+def end_to_end(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Leave-one-GPU-out at the default limit with perfcast's *predicted* step time (what
-    ``perfcast predict`` answers): features and energy from the predicted time."""
+    ``perfcast predict`` answers): features and energy from the predicted time. Returns the
+    MAPE table per GPU and the per-row frame."""
     from perfcast.api import predict
     from perfcast.devices import get_device
     from perfcast.energy import FEATURES, step_features
@@ -142,7 +143,28 @@ def end_to_end(frame: pd.DataFrame) -> pd.DataFrame:
                      "energy_tdp_x_pred_time": mape(x["tdp_w"] * x["pred_t0_ms"] / 1e3
                                                     * x["steps_per_epoch"],
                                                     x["energy_per_epoch_j"])})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), d
+
+
+#: Per-row held-out end-to-end predictions (what ``perfcast predict`` answers for energy on an
+#: unseen GPU): read by ``benchmarks/uncertainty_report.py`` to calibrate the ``energy_j``
+#: intervals of the ``power-model`` answer.
+END_TO_END_CSV = "end_to_end_leave_one_gpu_out.csv"
+
+
+def end_to_end_rows(d: pd.DataFrame) -> pd.DataFrame:
+    """The end-to-end rows per step: measured vs predicted time, power and energy (J per
+    step) and the log residual ``log(measured / predicted energy)``."""
+    out = pd.DataFrame({
+        "config": d["config"], "gpu": d["gpu"], "device": d["device"],
+        "workload": d["workload"], "model": d["model"], "batch_size": d["batch_size"],
+        "optimizer": d["optimizer"], "power_limit_w": d["power_limit_w"],
+        "time_from": d["time_from"], "time_ms": d["t0_ms"], "pred_time_ms": d["pred_t0_ms"],
+        "power_w": d["power_w"], "pred_power_w": d["e2e_power_w"],
+        "energy_j": d["energy_per_epoch_j"] / d["steps_per_epoch"],
+        "pred_energy_j": d["e2e_power_w"] * d["pred_t0_ms"] / 1e3})
+    out["residual"] = np.log(out["energy_j"] / out["pred_energy_j"])
+    return out
 
 
 def md(df: pd.DataFrame, fmt: str = "{:.1f}") -> str:
@@ -184,8 +206,10 @@ def main() -> int:
                               float_format="%.4f")
     e2e_md = ""
     if "--end-to-end" in sys.argv:
-        e2e = end_to_end(frame)
+        e2e, e2e_rows = end_to_end(frame)
         res["end_to_end_gpu"] = e2e.to_dict(orient="records")
+        OUT.mkdir(parents=True, exist_ok=True)
+        end_to_end_rows(e2e_rows).to_csv(OUT / END_TO_END_CSV, index=False, float_format="%.6g")
         e2e_md = f"""
 ## 3. End to end: with perfcast's predicted time (`--end-to-end`)
 
@@ -195,6 +219,9 @@ optimizer) instead of the measured one — what `perfcast predict` answers for e
 epoch = predicted power × predicted time × steps; beside TDP × predicted time. MAPE, %:
 
 {md(e2e)}
+
+Per row (time, power, energy per step, log residual): `{END_TO_END_CSV}` — the held-out
+residuals `benchmarks/uncertainty_report.py` calibrates the `energy_j` intervals on.
 
 The traces' times include the data loader and Python (NCF and small-batch ShuffleNet are far
 from the GPU's roofline), which a graph-based time predictor does not see.

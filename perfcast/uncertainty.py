@@ -13,8 +13,8 @@ calibration record into buckets (Mondrian conformal): a request takes the quanti
 bucket, hulled with those of the buckets below, so the interval widens with the extrapolation
 distance and never narrows. A low bound below physics is raised to it (the time floor of
 :mod:`perfcast.routing`; for memory the weights (+ gradients + optimizer state) + inputs, or
-the simulated live tensors when the request was simulated), and every interval contains its
-point.
+the simulated live tensors when the request was simulated; for energy the GPU's idle power × the
+time floor), and every interval contains its point.
 
 Why our own code and not MAPIE (``mapie`` 1.x, a maintained library): its regressors conformalize
 a scikit-learn estimator over an array ``X`` (a prefit one for split conformal, or one it
@@ -556,6 +556,11 @@ def annotate(pred, route, coverage: float = DEFAULT_COVERAGE) -> None:
         lo, hi = interval(float(value), q_lo, q_hi)
         lo = max(lo, _floor(ans, key, req))
         lo = min(lo, float(value))
+        top = _ceiling(key, req, pred)
+        if hi > top:
+            hi = max(top, float(value))
+            pred.notes.append(f"{key}: the upper bound is capped at {hi:,.4g}, what the GPU "
+                              f"draws at most (min(power limit, TDP)) over the upper time bound")
         setattr(pred, f"{key}_low", lo)
         setattr(pred, f"{key}_high", hi)
         d = {"coverage": coverage, "low": lo, "high": hi, "bucket": bucket,
@@ -600,9 +605,34 @@ def _floor(ans, key: str, req) -> float:
             return float(req.time_floor() or 0.0)
         if key == "memory_mb":
             return float(req.memory_floor())
+        if key == "energy_j" and req.device.is_gpu:
+            # a step draws at least idle power for at least the roofline time
+            from perfcast.energy import power_bounds
+
+            idle = power_bounds(req.device)[0]
+            t = req.time_floor()
+            return float(idle) * float(t) / 1e3 if idle and t else 0.0
     except Exception:  # noqa: BLE001 - a floor is a refinement, never a failure
         return 0.0
     return 0.0
+
+
+def _ceiling(key: str, req, pred) -> float:
+    """The physical ceiling a high bound must not cross (infinite when unknown): for energy
+    per step, the most the GPU may draw (min(power limit, TDP)) over the time interval's upper
+    bound — the energy calibration (end-to-end Zeus epochs, data loading included) is wider
+    than what the time interval allows."""
+    t_hi = getattr(pred, "time_ms_high", None)
+    if key != "energy_j" or req is None or not t_hi:
+        return math.inf
+    try:
+        if not req.device.is_gpu:
+            return math.inf
+        from perfcast.energy import bounded_power
+
+        return bounded_power(req.device, math.inf, req.power_limit_w) * float(t_hi) / 1e3
+    except Exception:  # noqa: BLE001 - a ceiling is a refinement, never a failure
+        return math.inf
 
 
 def pick(pred, key: str, risk: str) -> float | None:

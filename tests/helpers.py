@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,13 @@ from onnx import TensorProto, helper, numpy_helper
 #: ONNX default-domain opset of the hand-built test models.
 OPSET = 17
 F32 = TensorProto.FLOAT
+
+
+def ctrl_c_as_usual() -> None:
+    """``preexec_fn`` of a child a test interrupts with SIGINT: a job started in the background
+    by a non-interactive shell (``cmd &``) inherits an ignored SIGINT, which Python and perfcast
+    respect (as ``nohup`` intends) — give the child the normal Ctrl-C behaviour."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def init_tensor(name: str, shape: tuple[int, ...], dtype=np.float32) -> TensorProto:

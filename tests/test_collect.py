@@ -13,6 +13,7 @@ from perfcast.cli import main
 from perfcast.errors import PerfcastError
 from perfcast.profiler.collect import CollectSettings, Sweep, collect, load_spec
 from perfcast.store import MeasureConfig, Measurement, MeasurementStore
+from tests.helpers import ctrl_c_as_usual
 
 TINY = "tests.models_for_tests:tiny_cnn"
 
@@ -126,10 +127,9 @@ def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     args = [sys.executable, "-m", "perfcast", "collect", "--models", TINY,
             "--batch-sizes", "1,2,3,4,5,6,7,8", "--input-sizes", "3,16,16", "--modes", "infer",
             "--warmup", "1", "--iters", "2", "--cooldown", "0.3", "--db", str(db)]
-    # a background job inherits an ignored SIGINT; give the child the normal Ctrl-C behaviour
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+                            preexec_fn=ctrl_c_as_usual)  # noqa: PLW1509
     deadline = time.time() + 240
     while time.time() < deadline:
         time.sleep(0.3)

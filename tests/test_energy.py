@@ -256,3 +256,53 @@ def test_collect_row_keeps_gpu_power(tmp_path):
     with sqlite3.connect(tmp_path / "m.db") as conn:
         env = conn.execute("select env_json from measurements").fetchone()[0]
     assert json.loads(env)["gpu_power"] == {"power_limit_w": 250.0, "idle_w": 60.0}
+
+
+# --------------------------------------------------------------------------- intervals (#16)
+def test_predict_energy_interval_is_the_shipped_end_to_end_calibration(capsys):
+    """energy_j on a GPU gets a conformal interval from the power model's leave-one-GPU-out
+    end-to-end residuals (benchmarks/energy_report.py --end-to-end → uncertainty_report.py):
+    low ≤ energy ≤ high at the stated coverage, exactly the stored quantiles (the high one capped
+    by the power ceiling over the time interval), narrower at 80 %."""
+    import math
+
+    from perfcast import uncertainty as U
+
+    cal = U.find_calibration("power-model", "energy_j")
+    assert cal is not None and cal.n >= 100
+    assert "leave-one-GPU-out" in cal.meta["calibrated_on"]
+    d = _predict(capsys)
+    assert d["predictor"]["energy_j"] == "power-model × time_ms"
+    assert d["energy_j_low"] <= d["energy_j"] <= d["energy_j_high"]
+    assert 0 < d["energy_j_low"] < d["energy_j_high"]
+    iv = d["intervals"]["energy_j"]
+    assert iv["coverage"] == 0.9 and d["coverage"] == 0.9
+    assert iv["calibration_records"] == cal.n
+    q_lo, q_hi, _ = cal.bounds(None, 0.9)
+    # the calibrated bound, capped at what the GPU may draw (min(limit, TDP)) over the upper
+    # time bound — the end-to-end epochs include data loading the time interval does not
+    top = min(get_device("a40").tdp_w, d["power_limit_w"]) * d["time_ms_high"] / 1e3
+    assert d["energy_j_high"] == pytest.approx(
+        max(min(d["energy_j"] * math.exp(max(q_hi, 0.0)), top), d["energy_j"]))
+    assert d["energy_j_low"] >= d["energy_j"] * math.exp(min(q_lo, 0.0)) * (1 - 1e-9)
+    d8 = _predict(capsys, "--coverage", "0.8")
+    assert d["energy_j_low"] <= d8["energy_j_low"] <= d8["energy_j"] <= d8["energy_j_high"] \
+        <= d["energy_j_high"]
+
+
+def test_energy_low_bound_is_at_least_idle_power_times_the_time_floor(monkeypatch):
+    """A calibration whose residuals would put the low bound near 0 J is raised to the GPU's
+    idle power × the request's roofline time floor (a step cannot cost less)."""
+    import perfcast
+    from perfcast import uncertainty as U
+
+    toy = U.Calibration.build("energy_j", np.full(200, -20.0))
+    real = U.find_calibration
+    monkeypatch.setattr(U, "find_calibration",
+                        lambda mid, key: toy if key == "energy_j" else real(mid, key))
+    p = perfcast.predict("timm:resnet18", device="a40", mode="train", batch_size=64)
+    idle = E.power_bounds(get_device("a40"))[0]
+    floor = idle * p.route.request.time_floor() / 1e3
+    assert floor > 0
+    assert p.energy_j_low == pytest.approx(floor)
+    assert p.energy_j_low <= p.energy_j == p.energy_j_high

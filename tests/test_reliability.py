@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from perfcast.cli import main
+from tests.helpers import ctrl_c_as_usual
 from tests.reliability_cases import CASES, strict_json
 
 
@@ -154,7 +155,8 @@ def test_interrupted_save_leaves_no_half_file(tmp_path, sig):
         out.unlink(missing_ok=True)
         p = subprocess.Popen([sys.executable, "-m", "perfcast", "inspect", "timm:resnet50",
                               "--save", str(out), "--no-cache"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=ctrl_c_as_usual)  # noqa: PLW1509
         time.sleep(delay)
         p.send_signal(sig)
         _, err = p.communicate(timeout=120)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import ctrl_c_as_usual
+
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "docs" / "ui-screenshot.png"
 UPLOAD_LIMIT_MB = 1
@@ -74,7 +76,8 @@ def server():
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen([sys.executable, "-m", "perfcast", "ui", "--port", str(port),
                              "--max-upload-mb", str(UPLOAD_LIMIT_MB)], env=_env(),
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
+                            stdout=log, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=ctrl_c_as_usual)  # noqa: PLW1509 - stopped by SIGINT
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 120
     try:
