@@ -185,6 +185,28 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
                             coverage=coverage, power_limit_w=power_limit_w)
 
 
+def with_defaults(w: Workload, dev) -> tuple[Workload, str | None]:
+    """``w`` with what the request left open filled in: the precision the device's shipped
+    models were measured in (and the note saying so; ``None`` when given) and
+    :data:`DEFAULT_BATCH` for its mode."""
+    from perfcast import routing
+
+    note = None
+    if w.precision is None:
+        precision, note = routing.shipped_precision(dev.key, w.mode)
+        w = w.replace(precision=precision)
+    if w.batch_size is None:
+        w = w.replace(batch_size=DEFAULT_BATCH[w.mode])
+    return w, note
+
+
+def check_threads(threads: int | None) -> None:
+    """A thread count is an integer in 1..4096 (or ``None``: the default)."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1 or threads > 4096):
+        raise PerfcastError(f"threads must be an integer in 1..4096, got {threads!r}")
+
+
 def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cache: bool = True,
                      overlap_simulation: bool = False,
                      runtime_overhead_mb: float | None = None,
@@ -196,17 +218,10 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
 
     if predictor and not routing.looks_like_path(predictor):
         routing.check_predictor_name(predictor)  # before any graph is built
-    precision_note = None
-    if w.precision is None:
-        precision, precision_note = routing.shipped_precision(dev.key, w.mode)
-        w = w.replace(precision=precision)
-    if w.batch_size is None:
-        w = w.replace(batch_size=DEFAULT_BATCH[w.mode])
+    w, precision_note = with_defaults(w, dev)
     if runtime_overhead_mb is not None and not runtime_overhead_mb >= 0:
         raise PerfcastError(f"runtime overhead must be ≥ 0 MiB, got {runtime_overhead_mb}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1 or threads > 4096):
-        raise PerfcastError(f"threads must be an integer in 1..4096, got {threads!r}")
+    check_threads(threads)
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
             or not 0 < coverage < 1:
         raise PerfcastError(f"coverage must be a fraction between 0 and 1 (e.g. 0.9), "
@@ -286,8 +301,10 @@ __all__ = [
     "WORKLOAD_KEYWORDS",
     "Prediction",
     "as_workload",
+    "check_threads",
     "load_graph",
     "parse_request",
     "predict",
     "predict_workload",
+    "with_defaults",
 ]

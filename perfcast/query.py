@@ -186,22 +186,14 @@ def _resolve(model, device: str, batch_size, input_size, seq_len, mode, precisio
              threads):
     """The workload and device of a query, validated once (as :func:`perfcast.api.predict`
     does: default batch per mode, the device's measured precision when none is given)."""
-    from perfcast import routing
-    from perfcast.api import DEFAULT_BATCH, as_workload
+    from perfcast.api import as_workload, check_threads, with_defaults
     from perfcast.devices import get_device
 
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1 or threads > 4096):
-        raise PerfcastError(f"threads must be an integer in 1..4096, got {threads!r}")
+    check_threads(threads)
     dev = get_device(device)
     w = as_workload(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                     mode=mode, precision=precision, optimizer=optimizer)
-    note = None
-    if w.precision is None:
-        p, note = routing.shipped_precision(dev.key, w.mode)
-        w = w.replace(precision=p)
-    if w.batch_size is None:
-        w = w.replace(batch_size=DEFAULT_BATCH[w.mode])
+    w, note = with_defaults(w, dev)
     return w, dev, note
 
 

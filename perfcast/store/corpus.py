@@ -316,37 +316,35 @@ def build_corpus(items: list[CorpusItem], out_dir: str | os.PathLike, workers: i
             wl = it.workload
             groups.setdefault((wl.spec, wl.input_size, wl.seq_len, wl.mode, wl.precision),
                               []).append(it)
+        written = 0
+
+        def record(rows: list[dict]) -> None:
+            """A finished group's index lines, on disk before the next (resumable)."""
+            nonlocal written
+            for row in rows:
+                written += 1
+                w.writerow(row)
+                counts[row["status"]] = counts.get(row["status"], 0) + 1
+                if progress:
+                    progress(written, len(todo), row)
+            f.flush()
+            os.fsync(f.fileno())
+
         if ray_address is not None:
             from perfcast.distributed import cluster
 
-            i = 0
             with cluster(ray_address, num_cpus=max(1, workers)) as ray:
                 for rows in _ray_groups(ray, list(groups.values()), out, timeout_s):
-                    for row in rows:
-                        i += 1
-                        w.writerow(row)
-                        counts[row["status"]] = counts.get(row["status"], 0) + 1
-                        if progress:
-                            progress(i, len(todo), row)
-                    f.flush()
-                    os.fsync(f.fileno())  # each finished group on disk (resumable)
+                    record(rows)
             return counts
         ctx = mp.get_context("fork")
-        i = 0
         # close + join after the last result (``with Pool`` would terminate idle workers, and a
         # worker killed while it holds the task queue's lock can block another for ever)
         pool = ctx.Pool(max(1, workers), initializer=_worker_init, maxtasksperchild=25)
         try:
             for rows in pool.imap_unordered(
                     _build_group, [(g, str(out), timeout_s) for g in groups.values()]):
-                for row in rows:
-                    i += 1
-                    w.writerow(row)
-                    counts[row["status"]] = counts.get(row["status"], 0) + 1
-                    if progress:
-                        progress(i, len(todo), row)
-                f.flush()
-                os.fsync(f.fileno())  # each finished group on disk (resumable)
+                record(rows)
             pool.close()
         except BaseException:
             pool.terminate()
