@@ -37,7 +37,7 @@ def train(
     recipe: Annotated[str | None, typer.Option(
         "--recipe", help="Train a recipe's models (default: the shipped predictors; llm: the "
                          "LLM generation models; power: the power model, from the Zeus "
-                         "traces).")] = None,
+                         "traces; gnnllm: the GNN+LLM stage-1+2 checkpoint).")] = None,
     init_from: Annotated[str | None, typer.Option(
         "--init-from",
         help="Fine-tune this saved predictor (directory) or shipped model id.")] = None,
@@ -102,6 +102,13 @@ def train(
             res = train_power(out_dir)
             summary = {"recipe": recipe, "models": 1, "out": res["path"],
                        "records": res["records"], "seconds": res["seconds"]}
+        elif recipe == "gnnllm":  # gnnllm stages 1 + 2 (perfcast.training.gnnllm)
+            from perfcast.training.gnnllm import train_gnnllm
+
+            res = train_gnnllm(out_dir, progress=prog.stages)
+            summary = {"recipe": recipe, "models": 1, "out": res["path"],
+                       "graphs": res["graphs"], "stage1_seconds": res["stage1_seconds"],
+                       "stage2_seconds": res["stage2_seconds"], "seconds": res["seconds"]}
         elif recipe == "llm":  # the LLM generation models (perfcast.training.llm)
             from perfcast.training.llm import train_llm
 

@@ -20,7 +20,8 @@ _REGISTRY: dict[str, type[Predictor]] = {}
 _BUILTIN_MODULES = ("perfcast.predictors.gnn", "perfcast.predictors.tabular",
                     "perfcast.predictors.roofline", "perfcast.predictors.memsim",
                     "perfcast.predictors.trappm", "perfcast.predictors.crossdevice",
-                    "perfcast.predictors.kernelsum")
+                    "perfcast.predictors.kernelsum", "perfcast.predictors.dnnperf",
+                    "perfcast.predictors.gnnllm")
 _loaded = False
 
 

@@ -1,0 +1,189 @@
+"""DNNPerf's ANEE predictor (issue #19): the training graph it derives, the encoder's equations,
+its ablations, the estimator contract, save / reload."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from perfcast.features.encode import EDGE_FEATURES, NODE_FEATURES
+
+FIT = {"hidden": 16, "mlp": "32,8", "epochs": 5, "batch_size": 8, "lr": 3e-3}
+_C = {n: i for i, n in enumerate(NODE_FEATURES)}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _chain(n=3):
+    """A forward chain conv → relu → linear (raw node/edge matrices as perfcast encodes them)."""
+    from perfcast import ops
+
+    x = np.zeros((n, len(NODE_FEATURES)), np.float32)
+    for i, op in enumerate(["conv2d", "relu", "linear"][:n]):
+        x[i, ops.op_index(op)] = 1
+        x[i, _C["phase=forward"]] = 1
+        x[i, _C["dtype=fp32"]] = 1
+        x[i, _C["log1p_flops"]] = np.log1p(1000.0 * (i + 1))
+        x[i, _C["log1p_input_bytes"]] = np.log1p(400.0)
+        x[i, _C["log1p_output_bytes"]] = np.log1p(400.0)
+        x[i, _C["log1p_in_shape[0]"]] = x[i, _C["log1p_out_shape[0]"]] = np.log1p(2)
+    x[[0, 2], _C["log1p_param_bytes"]] = np.log1p(4096.0)
+    x[[0, 2], _C["log1p_params"]] = np.log1p(1024.0)
+    ei = np.array([[0, 1], [1, 2]], np.int64)
+    ea = np.zeros((2, len(EDGE_FEATURES)), np.float32)
+    ea[:, 0] = 1
+    ea[:, 2] = np.log1p(400.0)
+    return x, ei, ea
+
+
+def test_training_graph_of_a_chain():
+    from perfcast import ops
+    from perfcast.predictors.dnnperf import configuration_graph
+
+    x, ei, ea = _chain()
+    xt, eit, eat = configuration_graph(x, ei, ea, ref_batch=2, batch=8, train=True, half=False,
+                                       optimizer="sgd-momentum", device_cols=(1.0, 2.0),
+                                       bandwidth=900.0)
+    # 3 forward + 3 backward + 2 updates (conv and linear hold weights)
+    assert xt.shape == (8, len(NODE_FEATURES) + 2)
+    phase = xt[:, [_C["phase=forward"], _C["phase=backward"], _C["phase=optimizer"]]].argmax(1)
+    assert phase.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert xt[3, ops.op_index("conv_backward")] == 1 and xt[4, ops.op_index("relu_backward")] == 1
+    assert xt[6, ops.op_index("sgd_momentum_update")] == 1
+    # batch 2 → 8: FLOPs × 4 forward; backward of weighted ops × 2 more, of relu × 1
+    f = np.expm1(xt[:, _C["log1p_flops"]].astype(np.float64))
+    assert f[:3] == pytest.approx([4000, 8000, 12000], rel=1e-5)
+    assert f[3:6] == pytest.approx([8000, 8000, 24000], rel=1e-5)
+    assert np.expm1(xt[0, _C["log1p_in_shape[0]"]]) == pytest.approx(8)
+    # device columns on every node, bandwidth on every edge
+    assert (xt[:, -2:] == [1.0, 2.0]).all()
+    assert np.allclose(eat[:, 3], np.log1p(900.0))
+    edges = {(int(s), int(d)): tuple(a[:2]) for s, d, a in zip(eit[0], eit[1], eat)}
+    fwd, bwd = (1.0, 0.0), (0.0, 1.0)
+    assert edges[(0, 1)] == fwd and edges[(1, 2)] == fwd              # data flow
+    assert edges[(4, 3)] == bwd and edges[(5, 4)] == bwd              # gradients, reversed
+    assert edges[(0, 4)] == bwd and edges[(1, 5)] == bwd              # saved inputs
+    assert edges[(2, 5)] == bwd                                       # loss into the output's bwd
+    assert edges[(3, 6)] == bwd and edges[(5, 7)] == bwd              # weight grads → updates
+    assert len(edges) == eit.shape[1] == 2 + 2 + 2 + 1 + 2
+    # inference: the forward graph only
+    xi, eii, _ = configuration_graph(x, ei, ea, ref_batch=2, batch=2, train=False, half=True,
+                                     optimizer=None, device_cols=(0.0, 0.0), bandwidth=0.0)
+    assert xi.shape[0] == 3 and eii.shape[1] == 2
+    assert (xi[:, _C["dtype=half"]] == 1).all() and (xi[:, _C["dtype=fp32"]] == 0).all()
+
+
+def _anee_reference(net, x, ei, ea, rounds):
+    """ANEE's equations written out edge by edge (DNNPerf §III-D) for one graph."""
+    import torch.nn.functional as F
+
+    with torch.no_grad():
+        h = net.F(x)
+        e = ea.clone()
+        for _ in range(rounds):
+            hb = F.leaky_relu(h @ net.W_u.weight.T, 0.01)
+            new_e = torch.empty_like(e)
+            for k in range(ei.shape[1]):
+                s, d = int(ei[0, k]), int(ei[1, k])
+                score = float(net.a.weight[0] @ torch.cat([hb[s], hb[d]]))
+                new_e[k] = torch.sigmoid(score * (net.W_e.weight @ e[k]))
+            e = new_e
+            logits = e @ net.W_m.weight.T
+            agg = torch.zeros_like(hb)
+            for u in range(hb.shape[0]):
+                inc = [k for k in range(ei.shape[1]) if int(ei[1, k]) == u]
+                if not inc:
+                    continue
+                w = torch.softmax(logits[inc], dim=0)  # per feature over u's incoming edges
+                for j, k in enumerate(inc):
+                    agg[u] += w[j] * hb[int(ei[0, k])]
+            h = F.leaky_relu(agg, 0.01)
+        return h.sum(0)
+
+
+def test_anee_matches_the_equations():
+    from perfcast.predictors.dnnperf import _make_anee
+
+    torch.manual_seed(0)
+    net = _make_anee(6, 4, 5, rounds=2, mlp=(7,), attention=True, readout="sum").eval()
+    x = torch.rand(5, 6)
+    ei = torch.tensor([[0, 1, 2, 0, 3], [1, 2, 3, 2, 4]])
+    ea = torch.rand(5, 4)
+    ref = _anee_reference(net, x, ei, ea, rounds=2)
+    got = {}
+    net.mlp[0].register_forward_hook(lambda m, i, o: got.update(g=i[0][0].clone()))
+    net(x, ei, ea, torch.zeros(5, dtype=torch.long), 1)
+    torch.testing.assert_close(got["g"], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_dnnperf_fits_saves_and_reloads(tiny_feature_set, tmp_path):
+    from perfcast.predictors import create_predictor, load_predictor
+
+    fs = tiny_feature_set
+    m = create_predictor("dnnperf", **FIT).fit(fs.subset(np.arange(0, len(fs), 2)),
+                                               fs.subset(np.arange(1, len(fs), 2)))
+    assert m.targets_ == ["time_ms", "memory_mb"]
+    assert m.arch_["rounds"] == [3, 1]            # one network per target, the paper's rounds
+    assert len(m.nets_) == 2
+    pred = m.predict(fs)
+    assert pred.shape == (len(fs), 2) and np.isfinite(pred).all() and (pred > 0).all()
+    losses = [h["train_loss"] for h in m.history_ if h["target"] == "time_ms"]
+    assert losses[-1] < losses[0]
+    # deterministic
+    again = create_predictor("dnnperf", **FIT).fit(fs.subset(np.arange(0, len(fs), 2)),
+                                                   fs.subset(np.arange(1, len(fs), 2)))
+    np.testing.assert_array_equal(again.predict(fs), pred)
+    m.save(tmp_path / "p")
+    cfg = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert cfg["predictor"] == "dnnperf" and cfg["state"]["arch"]["rounds"] == [3, 1]
+    np.testing.assert_array_equal(load_predictor(tmp_path / "p").predict(fs), pred)
+
+
+def test_training_records_get_training_graphs(tiny_feature_set):
+    from perfcast.predictors.dnnperf import DNNPerf
+
+    fs = tiny_feature_set
+    graphs = DNNPerf()._graphs(fs)
+    for i, (x, _, _) in enumerate(graphs):
+        n_fwd = fs.graphs[int(fs.graph_index[i])].num_nodes
+        if fs.rows["mode"].iloc[i] == "train":
+            assert x.shape[0] > 2 * n_fwd and x[:, _C["phase=optimizer"]].sum() > 0
+        else:
+            assert x.shape[0] == n_fwd
+
+
+@pytest.mark.parametrize("ablation", [{"attention": False}, {"edge_features": "false"},
+                                      {"readout": "mean"}])
+def test_ablations_train(tiny_feature_set, ablation):
+    from perfcast.predictors import create_predictor
+
+    fs = tiny_feature_set
+    full = create_predictor("dnnperf", **FIT).fit(fs)
+    m = create_predictor("dnnperf", **{**FIT, **ablation}).fit(fs)
+    p = m.predict(fs)
+    assert np.isfinite(p).all() and (p > 0).all()
+    assert not np.array_equal(p, full.predict(fs))
+    if ablation.get("attention") is False:  # no edge parameters are used
+        assert m.arch_["attention"] is False
+
+
+@pytest.mark.parametrize("params, msg", [({"hidden": 0}, "hidden must be ≥ 1"),
+                                         ({"readout": "max"}, "readout must be sum or mean"),
+                                         ({"mlp": "a,b"}, "mlp must be"),
+                                         ({"attention": "maybe"}, "attention must be true or false"),
+                                         ({"bogus": 1}, "unknown hyper-parameter")])
+def test_bad_hyper_parameters(tiny_feature_set, params, msg):
+    from perfcast.errors import PerfcastError
+    from perfcast.predictors import create_predictor
+
+    with pytest.raises(PerfcastError, match=msg):
+        create_predictor("dnnperf", **params).fit(tiny_feature_set)

@@ -1,0 +1,160 @@
+"""gnnllm (thesis ch. 7 GNN+LLM): the three stages for a few steps on tiny graphs, save / reload
+identity (LoRA adapters included), the text / JSON representations, the shipped stage-2
+checkpoint, the one-line error without the packages. Nothing is downloaded: the LM is the
+packaged all-MiniLM-L6-v2 (extracted into the cache)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from perfcast.errors import PerfcastError
+
+pytest.importorskip("peft")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def fs(tiny_feature_set):
+    """Training-time records of three of the tiny models (a few graphs, ~20 records)."""
+    rows = tiny_feature_set.rows
+    keep = rows["model"].isin(["timm:resnet10t", "timm:lcnet_100", "timm:regnetx_002"]).to_numpy().copy()
+    keep &= np.isfinite(tiny_feature_set.target("time_ms"))
+    return tiny_feature_set.subset(np.flatnonzero(keep))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Three tiny forward graphs as a plain corpus directory of .npz files."""
+    from perfcast.frontends import build_graph
+    from perfcast.workload import Workload
+
+    out = tmp_path_factory.mktemp("gnnllm-corpus")
+    for m in ("timm:resnet10t", "timm:lcnet_050", "timm:regnetx_002"):
+        build_graph(Workload.of(m, batch_size=1, input_size=64)).save(out / f"{m[5:]}.npz")
+    return out
+
+
+@pytest.fixture(scope="module")
+def stage2_dir(corpus, tmp_path_factory):
+    from perfcast.training.gnnllm import train_gnnllm
+
+    out = tmp_path_factory.mktemp("gnnllm-s2") / "ckpt"
+    work = tmp_path_factory.mktemp("gnnllm-s1")
+    res = train_gnnllm(out, corpus=corpus, work=work, stage1_epochs=1, stage2_epochs=1)
+    assert res["graphs"] == 3
+    return out
+
+
+def test_registered_and_lazy():
+    from perfcast.predictors import list_predictors
+
+    assert "gnnllm" in list_predictors()
+    code = ("import sys, perfcast.predictors.gnnllm; "
+            "print([m for m in ('transformers', 'peft', 'torch_geometric') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_packages_one_line(monkeypatch, fs):
+    import importlib.util
+
+    from perfcast.predictors import gnnllm as G
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == G.LM_MODULE else real(name, *a))
+    with pytest.raises(PerfcastError) as e:
+        G.GNNLLM(init="none", epochs=1).fit(fs)
+    assert str(e.value) == G.MISSING and "\n" not in str(e.value)
+
+
+def test_stages_and_identical_reload(stage2_dir, fs, tmp_path):
+    from perfcast.predictors import gnnllm as G
+    from perfcast.predictors.base import Predictor
+
+    meta, tensors = G.read_stage2(stage2_dir)
+    assert meta["stage1"]["epochs"] == 1 and meta["stage2"]["steps"] >= 1
+    assert any(k.startswith("lora.") for k in tensors) and not any(k.startswith("lm.") for k in tensors)
+    m = G.GNNLLM(init=str(stage2_dir), epochs=1, batch_size=8).fit(fs, valid=fs)
+    a = m.predict(fs)
+    assert a.shape == (len(fs), len(m.targets_)) and np.isfinite(a).all() and (a > 0).all()
+    m.save(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert cfg["state"]["arch"]["lm"]["sha256"] == G.LM_SHA256
+    from safetensors.torch import load_file
+
+    saved = load_file(str(tmp_path / "m" / "weights.safetensors"))
+    assert any(k.startswith("lora.") for k in saved) and not any(k.startswith("lm.") for k in saved)
+    back = Predictor.load(tmp_path / "m")
+    assert np.array_equal(back.predict(fs), a)
+    # warm start (few-shot adaptation): continues the fitted weights
+    back.set_params(warm_start=True, epochs=1).fit(fs.subset(np.arange(4)))
+    assert len(back.history_) == 2 and not np.array_equal(back.predict(fs), a)
+
+
+def test_lm_mismatch_refused(fs, tmp_path):
+    from perfcast.predictors import gnnllm as G
+    from perfcast.predictors.base import Predictor
+
+    m = G.GNNLLM(init="none", epochs=0).fit(fs)
+    m.save(tmp_path / "m")
+    cfg_path = tmp_path / "m" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["state"]["arch"]["lm"]["sha256"] = "0" * 64
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(PerfcastError, match="retrain it"):
+        Predictor.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("rep", ["text", "json"])
+def test_text_representations(rep, fs, tmp_path):
+    from perfcast.predictors import gnnllm as G
+
+    small = fs.subset(np.arange(6))
+    m = G.GNNLLM(representation=rep, epochs=1, batch_size=6).fit(small)
+    t = m._tensors(small, None)
+    assert max(len(s) for s in t["seqs"]) <= G.MAX_TOKENS and m.net_.gin is None
+    a = m.predict(small)
+    m.save(tmp_path / rep)
+    assert np.array_equal(G.GNNLLM.load(tmp_path / rep).predict(small), a)
+
+
+def test_shipped_checkpoint_loads(fs):
+    from perfcast.predictors import gnnllm as G
+
+    meta, tensors = G.read_stage2(G.shipped_stage2_dir())
+    assert meta["lora_rank"] == 8 and meta["gin"]["method"] == "graphmae"
+    m = G.GNNLLM(epochs=0).fit(fs)  # init="stage2": the shipped checkpoint
+    assert m.arch_["init"] == "stage2" and np.isfinite(m.predict(fs)).all()
+
+
+def test_describe():
+    import torch
+    from torch_geometric.data import Data
+
+    from perfcast.features import describe
+    from perfcast.features.encode import NODE_FEATURES
+
+    x = torch.zeros(3, len(NODE_FEATURES))
+    x[:, 0] = 1.0  # conv1d
+    x[:, NODE_FEATURES.index("log1p_params")] = float(np.log1p(1000))
+    d = Data(x=x, edge_index=torch.tensor([[0, 1], [1, 2]]))
+    s = describe.summary(d, batch_size=8)
+    assert "3 nodes and 2 edges" in s and "batch size is 8" in s and "3.0 thousand parameters" in s
+    assert json.loads(describe.json_text(d))["edges"] == [[0, 1], [1, 2]]
+    assert describe.prompt("time_ms", "train", "RTX 3090", 64, "amp") == \
+        "predict the training step time of this model on RTX 3090 at batch size 64 in amp"
