@@ -20,6 +20,8 @@ location                    environment variable     default
                                                      ``~/.cache/perfcast/graphs`` — the graph cache
 :func:`graph_store_dir`     ``PERFCAST_GRAPH_STORE`` ``cache_dir().parent/labeled`` — graphs of
                                                      labeled records (learning)
+:func:`corpus_dir`          ``PERFCAST_CORPUS``      ``cache_dir().parent/corpus`` — the unlabeled
+                                                     graph corpus (pre-training)
 :func:`user_devices_dir`    ``PERFCAST_DEVICES_DIR`` ``data_home()/devices`` — the user's device
                                                      specs (one ``<key>.json`` each, written by
                                                      ``perfcast devices add``)
@@ -51,6 +53,7 @@ PUBLIC_DATA_ENV = "PERFCAST_DATA"
 DATASETS_ENV = "PERFCAST_DATASETS"
 CACHE_DIR_ENV = "PERFCAST_CACHE_DIR"
 GRAPH_STORE_ENV = "PERFCAST_GRAPH_STORE"
+CORPUS_ENV = "PERFCAST_CORPUS"
 DEVICES_DIR_ENV = "PERFCAST_DEVICES_DIR"
 
 
@@ -105,6 +108,16 @@ def graph_store_dir() -> Path:
     if env:
         return Path(env)
     return cache_dir().parent / "labeled"
+
+
+def corpus_dir() -> Path:
+    """The unlabeled graph corpus for pre-training (``perfcast corpus --out``; the 20k-graph one
+    of ``benchmarks/build_trappm_corpus.sh``): ``$PERFCAST_CORPUS``, else
+    ``cache_dir().parent/corpus``."""
+    env = _env_path(CORPUS_ENV)
+    if env is not None:
+        return env
+    return cache_dir().parent / "corpus"
 
 
 def user_devices_dir() -> Path:

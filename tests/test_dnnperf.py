@@ -132,8 +132,8 @@ def test_dnnperf_fits_saves_and_reloads(tiny_feature_set, tmp_path):
     m = create_predictor("dnnperf", **FIT).fit(fs.subset(np.arange(0, len(fs), 2)),
                                                fs.subset(np.arange(1, len(fs), 2)))
     assert m.targets_ == ["time_ms", "memory_mb"]
-    assert m.arch_["rounds"] == [3, 1]            # one network per target, the paper's rounds
-    assert len(m.nets_) == 2
+    assert m.arch_["rounds"] == [2, 2]            # one network per target; PyTorch setting
+    assert len(m.nets_) == 2 and m.arch_["readout_norm"] == "batchnorm"
     pred = m.predict(fs)
     assert pred.shape == (len(fs), 2) and np.isfinite(pred).all() and (pred > 0).all()
     losses = [h["train_loss"] for h in m.history_ if h["target"] == "time_ms"]
@@ -144,7 +144,7 @@ def test_dnnperf_fits_saves_and_reloads(tiny_feature_set, tmp_path):
     np.testing.assert_array_equal(again.predict(fs), pred)
     m.save(tmp_path / "p")
     cfg = json.loads((tmp_path / "p" / "config.json").read_text())
-    assert cfg["predictor"] == "dnnperf" and cfg["state"]["arch"]["rounds"] == [3, 1]
+    assert cfg["predictor"] == "dnnperf" and cfg["state"]["arch"]["rounds"] == [2, 2]
     np.testing.assert_array_equal(load_predictor(tmp_path / "p").predict(fs), pred)
 
 
@@ -162,7 +162,8 @@ def test_training_records_get_training_graphs(tiny_feature_set):
 
 
 @pytest.mark.parametrize("ablation", [{"attention": False}, {"edge_features": "false"},
-                                      {"readout": "mean"}])
+                                      {"readout": "mean"}, {"readout_norm": "scale", "rounds": "tf"},
+                                      {"node_scale": "raw"}])
 def test_ablations_train(tiny_feature_set, ablation):
     from perfcast.predictors import create_predictor
 
@@ -174,10 +175,14 @@ def test_ablations_train(tiny_feature_set, ablation):
     assert not np.array_equal(p, full.predict(fs))
     if ablation.get("attention") is False:  # no edge parameters are used
         assert m.arch_["attention"] is False
+    if ablation.get("rounds") == "tf":  # TensorFlow setting: 3 rounds for time, 1 for memory
+        assert m.arch_["rounds"] == [3, 1] and m.nets_[0].bn is None
 
 
 @pytest.mark.parametrize("params, msg", [({"hidden": 0}, "hidden must be ≥ 1"),
                                          ({"readout": "max"}, "readout must be sum or mean"),
+                                         ({"readout_norm": "layer"}, "readout_norm must be"),
+                                         ({"rounds": "paper"}, "rounds must be an integer"),
                                          ({"mlp": "a,b"}, "mlp must be"),
                                          ({"attention": "maybe"}, "attention must be true or false"),
                                          ({"bogus": 1}, "unknown hyper-parameter")])

@@ -54,9 +54,20 @@ def stage2_dir(corpus, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("gnnllm-s2") / "ckpt"
     work = tmp_path_factory.mktemp("gnnllm-s1")
-    res = train_gnnllm(out, corpus=corpus, work=work, stage1_epochs=1, stage2_epochs=1)
-    assert res["graphs"] == 3
+    res = train_gnnllm(out, corpus=corpus, work=work, stage1_epochs=1, stage2_epochs=1,
+                       stage2_graphs=2, workers=1)
+    assert res["graphs"] == 3 and res["stage2_graphs"] == 2
     return out
+
+
+def test_missing_corpus_one_line(tmp_path, monkeypatch):
+    from perfcast.training.gnnllm import train_gnnllm
+
+    monkeypatch.setenv("PERFCAST_CORPUS", str(tmp_path / "nowhere"))
+    with pytest.raises(PerfcastError) as e:
+        train_gnnllm(tmp_path / "out", workers=1)
+    assert "build_trappm_corpus.sh" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "out").exists()
 
 
 def test_registered_and_lazy():
@@ -88,6 +99,7 @@ def test_stages_and_identical_reload(stage2_dir, fs, tmp_path):
 
     meta, tensors = G.read_stage2(stage2_dir)
     assert meta["stage1"]["epochs"] == 1 and meta["stage2"]["steps"] >= 1
+    assert meta["stage1"]["graphs"] == 3 and meta["stage2"]["graphs"] == 2
     assert any(k.startswith("lora.") for k in tensors) and not any(k.startswith("lm.") for k in tensors)
     m = G.GNNLLM(init=str(stage2_dir), epochs=1, batch_size=8).fit(fs, valid=fs)
     a = m.predict(fs)
@@ -158,3 +170,25 @@ def test_describe():
     assert json.loads(describe.json_text(d))["edges"] == [[0, 1], [1, 2]]
     assert describe.prompt("time_ms", "train", "RTX 3090", 64, "amp") == \
         "predict the training step time of this model on RTX 3090 at batch size 64 in amp"
+
+
+def test_recipe_cli(corpus, tmp_path):
+    """`perfcast train --recipe gnnllm --corpus DIR` writes a checkpoint gnnllm loads; --corpus
+    without the recipe is a one-line usage error."""
+    import os
+
+    from perfcast.predictors import gnnllm as G
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PERFCAST_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "ckpt"
+    r = subprocess.run([sys.executable, "-m", "perfcast.cli", "train", "--recipe", "gnnllm",
+                        "--corpus", str(corpus), "--out", str(out), "--workers", "1", "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["graphs"] == 3 and d["stage1_seconds"] > 0 and d["stage2_seconds"] > 0
+    meta, _ = G.read_stage2(out)
+    assert meta["stage1"]["corpus"] == str(corpus)
+    r = subprocess.run([sys.executable, "-m", "perfcast.cli", "train", "--corpus", str(corpus)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--recipe gnnllm" in r.stderr

@@ -66,6 +66,10 @@ def train(
     list_models: Annotated[bool, typer.Option(
         "--list", help="List the shipped models and exit.")] = False,
     memsim_seed: MemsimSeed = None,
+    corpus: Annotated[str | None, typer.Option(
+        "--corpus", help="--recipe gnnllm: the unlabeled graph corpus of stages 1-2 (default "
+                         "$PERFCAST_CORPUS or <graph cache>/../corpus, the 20k-graph corpus of "
+                         "benchmarks/build_trappm_corpus.sh).")] = None,
     as_json: Json = False,
 ):
     """Train predictors: `--recipe default` retrains the shipped models (into the data home
@@ -94,6 +98,8 @@ def train(
         raise PerfcastError(f"epochs must be positive, got {epochs}")
     if memsim_seed and not recipe:
         raise PerfcastError("--memsim-seed seeds the simulations of --recipe; drop it")
+    if corpus and recipe != "gnnllm":
+        raise PerfcastError("--corpus is for --recipe gnnllm; drop it")
     with StageProgress(hidden=as_json) as prog:
         if recipe == "power":  # the power model of perfcast.energy (perfcast.training.power)
             from perfcast.training.power import train_power
@@ -105,9 +111,10 @@ def train(
         elif recipe == "gnnllm":  # gnnllm stages 1 + 2 (perfcast.training.gnnllm)
             from perfcast.training.gnnllm import train_gnnllm
 
-            res = train_gnnllm(out_dir, progress=prog.stages)
+            res = train_gnnllm(out_dir, corpus=corpus, workers=workers, progress=prog.stages)
             summary = {"recipe": recipe, "models": 1, "out": res["path"],
-                       "graphs": res["graphs"], "stage1_seconds": res["stage1_seconds"],
+                       "graphs": res["graphs"], "stage2_graphs": res["stage2_graphs"],
+                       "stage1_seconds": res["stage1_seconds"],
                        "stage2_seconds": res["stage2_seconds"], "seconds": res["seconds"]}
         elif recipe == "llm":  # the LLM generation models (perfcast.training.llm)
             from perfcast.training.llm import train_llm

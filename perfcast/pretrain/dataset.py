@@ -70,20 +70,21 @@ def corpus_files(corpus_dir: str | os.PathLike, limit: int | None = None) -> lis
     return files
 
 
-def _read(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def _read(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
     from perfcast.features.encode import node_matrix
     from perfcast.graph import ModelGraph
 
     g = ModelGraph.load(path)
     ei = np.array([[e.src for e in g.edges], [e.dst for e in g.edges]], dtype=np.int64)
-    return node_matrix(g), ei.reshape(2, -1)
+    return node_matrix(g), ei.reshape(2, -1), int(g.meta.batch_size or 1)
 
 
 def load_corpus(corpus_dir: str | os.PathLike, limit: int | None = None,
                 progress: Callable[[int, int], None] | None = None, workers: int = 1) -> list:
-    """PyG ``Data`` (``x``, ``edge_index``) of every ok graph of ``corpus_dir`` (at most
-    ``limit``), read by ``workers`` processes. Graphs without an edge are skipped (nothing to
-    reconstruct); ``progress(i, n)`` is called as files are read."""
+    """PyG ``Data`` (``x``, ``edge_index``, ``batch_size`` — the graph's batch) of every ok
+    graph of ``corpus_dir`` (at most ``limit``), read by ``workers`` processes. Graphs without
+    an edge are skipped (nothing to reconstruct); ``progress(i, n)`` is called as files are
+    read."""
     import torch
 
     import_pyg_quietly()
@@ -95,13 +96,13 @@ def load_corpus(corpus_dir: str | os.PathLike, limit: int | None = None,
     if progress:
         progress(0, n)
 
-    def add(i: int, item: tuple[np.ndarray, np.ndarray]) -> None:
-        x, ei = item
+    def add(i: int, item: tuple[np.ndarray, np.ndarray, int]) -> None:
+        x, ei, batch = item
         if ei.shape[1] > 0:
             # float16 halves the RAM of a large corpus; node features are logs and one-hots
             # (|x| ≤ 32 on our corpus: relative error ≤ 5e-4); training standardises in float32
             out.append(Data(x=torch.from_numpy(x.astype(np.float16)),
-                            edge_index=torch.from_numpy(ei)))
+                            edge_index=torch.from_numpy(ei), batch_size=batch))
         if progress:
             progress(i, n)
 
