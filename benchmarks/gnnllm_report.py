@@ -139,9 +139,7 @@ def _text_of(r, f, i):
 def make_gnn_minilm(fs, **params):
     """NNLQP whose head also sees the frozen MiniLM embedding of a text of the record's static
     features and hardware (built on the fly; not a registered predictor)."""
-    from perfcast.features import describe
     from perfcast.predictors.gnn import NNLQP, _make_net
-    from perfcast.predictors.gnnllm import _device_name
 
     uniq = sorted({_text_of(fs.rows.iloc[i], fs, i) for i in range(len(fs))})
     emb = dict(zip(uniq, minilm_sentences(uniq)))

@@ -129,3 +129,16 @@ def pg_url(postgres_server):
     from tests import postgres_server as pg
 
     return pg.new_database(postgres_server.admin_url)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test: the learned predictors here are tiny, and two threads on
+    a busy 2-core machine spin (100× slower); also makes bitwise comparisons independent of the
+    thread count. Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

@@ -15,12 +15,7 @@ FIT = {"hidden": 16, "mlp": "32,8", "epochs": 5, "batch_size": 8, "lr": 3e-3}
 _C = {n: i for i, n in enumerate(NODE_FEATURES)}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _chain(n=3):

@@ -17,14 +17,7 @@ from perfcast.errors import PerfcastError
 pytest.importorskip("peft")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

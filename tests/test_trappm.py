@@ -15,16 +15,7 @@ SMALL = {"hidden": 16, "batch_size": 2, "seed": 3, "lr": 1e-2, "n_threads": 1}
 FIT = {"hidden": 16, "fc_hidden": 16, "batch_size": 8, "epochs": 4, "lr": 3e-3}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: these models are tiny, and two threads on a busy 2-core machine spin
-    (100× slower); also makes the bitwise comparisons independent of the thread count."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

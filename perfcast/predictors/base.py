@@ -310,6 +310,31 @@ def _jsonable(obj: Any) -> Any:
 
 # -- helpers shared by learned predictors ---------------------------------------------------
 
+class WarmStart:
+    """Mixin for predictors with a ``warm_start`` hyper-parameter: ``fit`` on a fitted predictor
+    with ``warm_start=True`` continues training it. During ``_fit``, ``self._warm`` holds what
+    the base ``fit`` overwrites (``targets``, ``static_names``, ``history``, ``trained_on``; or
+    ``None`` for a fresh fit); a failed fit leaves the predictor as it was. Put it before
+    :class:`Predictor` in the bases."""
+
+    def fit(self, train: FeatureSet, valid: FeatureSet | None = None, *,
+            targets: list[str] | None = None, progress=None):
+        before = dict(self.__dict__)
+        self._warm = None
+        if self.get_params().get("warm_start") and hasattr(self, "net_"):
+            self._warm = {"targets": list(self.targets_), "static_names": list(self.static_names_),
+                          "history": list(self.history_), "trained_on": dict(self.trained_on_)}
+        try:
+            super().fit(train, valid, targets=targets, progress=progress)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+        finally:
+            self.__dict__.pop("_warm", None)
+        return self
+
+
 class TargetScaler:
     """Standardisation of targets, per target, statistics from the training labels only (NaN
     labels ignored). ``log=True`` (the default everywhere): ``z = (log(y) - mean) / std`` — a

