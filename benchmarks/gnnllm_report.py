@@ -1,26 +1,30 @@
 """The thesis' ch. 7.5 experiments for ``gnnllm`` on perfcast's data → ``reports/gnnllm/``.
 
-    .venv/bin/python benchmarks/gnnllm_report.py --run ablation,adapt,repr   # (hours on 1 core)
+    .venv/bin/python benchmarks/gnnllm_report.py --run stage2-random,harness,ablation,adapt,repr --write
     .venv/bin/python benchmarks/gnnllm_report.py --write                     # README from results
 
-Data: task ``gpu`` (:mod:`perfcast.evaluation.tasks`: every single-GPU whole-model time label
-whose graph is in the graph store — timm RTX 3090 train / infer, RTX 4090 infer, the
-torchvision benchmark's TITAN Xp / TITAN RTX / RTX 2080 Ti). One seed (1337), one thread.
+Needs the stage-1+2 checkpoint (``perfcast train --recipe gnnllm --out
+perfcast/pretrain/shipped/gnnllm-stage2``) and the graph store of tasks a, e and gpu (built by
+``perfcast evaluate`` on them). One seed (1337), one thread per fit.
 
-* ``ablation`` — Tables 7.4 + 7.5 on fold 0 of the task's ``unseen-family`` split (whole
-  families held out for test and for validation; model-grouped): gnnllm with init ``none``
-  (LLM + GNN), ``gnn`` (LLM + GNN_PRE), ``stage2`` (LLM_PRE + GNN_PRE) and a stage-2 checkpoint
-  adapted on a random frozen GIN (LLM_PRE + GNN); the GNN baselines ``nnlqp`` + a device one-hot
-  in its static vector (NNLQP's platform input; "GNN-Baseline"), and GNN-MiniLM (the same GNN
-  with the frozen MiniLM sentence embedding of a text of the static features and the hardware
-  concatenated before the MLP, thesis §7.5.2). GNN-NF is not run: perfcast's node features
-  already hold each node's FLOPs, MACs and parameters (what GNN-NF added).
-* ``adapt`` — Fig. 7.3: leave-one-GPU-out (the held-out GPU: TITAN RTX); each model trains on
-  the other GPUs, then continues (``warm_start``) for 3 epochs on 8 / 16 / 32 records of the new
-  GPU and is scored on the GPU's records of the *other* models (model-grouped: the few-shot
-  records' models are not tested).
-* ``repr`` — Table 7.2: text / JSON / graph token on one small family (``resnet`` records of
-  the task), a model-grouped 90:10 split.
+* ``stage2-random`` — stage 2 on a random frozen GIN (the LLM_PRE + GNN row of Table 7.5).
+* ``harness`` — ``perfcast evaluate … --predictors gnnllm`` on task a (unseen-family,
+  family-mc) and task e (family-mc); the tables put it beside the other predictors' runs on
+  the same test records (``benchmarks/_compare.py``).
+* ``ablation`` — Tables 7.4 + 7.5 on fold 0 of task ``gpu``'s ``unseen-family`` split (every
+  single-GPU whole-model time label whose graph is in the graph store; whole families held out
+  for test and for validation; model-grouped): gnnllm with init ``none`` (LLM + GNN), ``gnn``
+  (LLM + GNN_PRE), ``stage2`` (LLM_PRE + GNN_PRE) and the ``stage2-random`` checkpoint (LLM_PRE
+  + GNN); the GNN baselines ``nnlqp`` + a device one-hot in its static vector (NNLQP's platform
+  input; "GNN-Baseline"), and GNN-MiniLM (the same GNN with the frozen MiniLM sentence
+  embedding of a text of the static features and the hardware concatenated before the MLP,
+  thesis §7.5.2). GNN-NF is not run: perfcast's node features already hold each node's FLOPs,
+  MACs and parameters (what GNN-NF added).
+* ``adapt`` — Fig. 7.3: leave-one-GPU-out for each of :data:`ADAPT_DEVICES`; each model trains
+  on the other GPUs, then continues (``warm_start``) for 3 epochs on 8 / 16 / 32 records of the
+  new GPU and is scored on the GPU's records of the models not among the 32 shots.
+* ``repr`` — Table 7.2: text / JSON / graph token on one family (``resnet`` records of task
+  ``gpu``), a model-grouped 90:10 split.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "reports" / "gnnllm"
 RESULTS = OUT / "results.json"
 SEED = 1337
-ADAPT_DEVICE = "titan-rtx"
+#: held-out GPUs of Fig. 7.3: a CNN benchmark GPU (torchvision, 18 models, fp16/fp32, train and
+#: inference) and a timm-benchmark GPU (AMP inference, 190 models)
+ADAPT_DEVICES = ("titan-rtx", "rtx4090")
 ADAPT_SHOTS = (8, 16, 32)
 REPR_FAMILY = "resnet"
 TARGET = "time_ms"
@@ -207,61 +213,63 @@ def run_ablation(res: dict, stage2_random: str | None) -> None:
         _fit_score(name, make, tr, va, te, "ablation", res)
 
 
-def run_adapt(res: dict) -> None:
+def run_adapt(res: dict, device: str) -> None:
+    """Fig. 7.3 for one held-out GPU (module doc): base fit on the other GPUs, then 3 epochs of
+    ``warm_start`` on k = 8 / 16 / 32 of its records (whole models in a seeded order); every k
+    is scored on the same test records — the GPU's records of the models not among the 32-shot
+    models."""
     from perfcast.predictors import create_predictor
+    from perfcast.predictors.base import Predictor
 
     fs = load_gpu()
     dev = fs.rows["device"].astype(str).to_numpy()
-    base_tr = np.flatnonzero(dev != ADAPT_DEVICE)
-    new = np.flatnonzero(dev == ADAPT_DEVICE)
+    base_tr = np.flatnonzero(dev != device)
+    new = np.flatnonzero(dev == device)
+    if not len(new):
+        raise SystemExit(f"no record of {device} in task gpu")
     groups = groups_of(fs)
     rng = np.random.default_rng(SEED)
-    # valid: 15 % of the other GPUs' (device, model) records, whole models
+    # valid: 15 % of the other GPUs' models (whole models)
     g_tr = np.unique(groups[base_tr])
     val_g = set(rng.choice(g_tr, int(round(0.15 * len(g_tr))), replace=False).tolist())
     in_val = np.isin(groups[base_tr], list(val_g))
     train, valid = fs.subset(base_tr[~in_val]), fs.subset(base_tr[in_val])
-    # few-shot records: whole models of the new GPU in a seeded order; test = its other models
-    new_models = rng.permutation(np.unique(groups[new]))
-    res["adapt_split"] = {"device": ADAPT_DEVICE, "new_device_records": int(len(new)),
-                          "new_device_models": int(len(new_models)), "train": len(train),
-                          "valid": len(valid)}
+    # few-shot records: whole models of the new GPU in a seeded order, the first k records
+    order = np.concatenate([new[groups[new] == g] for g in rng.permutation(np.unique(groups[new]))])
+    kmax = max(ADAPT_SHOTS)
+    shot_models = set(groups[order[:kmax]].tolist())
+    test_idx = new[~np.isin(groups[new], list(shot_models))]
+    test = fs.subset(test_idx)
+    split = {"device": device, "new_device_records": int(len(new)),
+             "new_device_models": int(len(np.unique(groups[new]))), "train": len(train),
+             "valid": len(valid), "test": len(test), "test_models": int(len(np.unique(groups[test_idx])))}
+    res.setdefault("adapt_split", {})[device] = split
     save_results(res)
     makers = {"GNN-Baseline (nnlqp + device one-hot)": lambda: create_predictor("nnlqp", seed=0),
-              "ours, init=stage2": lambda: create_predictor("gnnllm", init="stage2"),
-              "ours, init=none": lambda: create_predictor("gnnllm", init="none")}
+              "ours, init=stage2 (LLM_PRE + GNN_PRE)": lambda: create_predictor("gnnllm", init="stage2"),
+              "ours, init=none (LLM + GNN)": lambda: create_predictor("gnnllm", init="none")}
+    done = res.setdefault("adapt", {}).setdefault(device, {})
     for name, make in makers.items():
-        if all(f"{name} | {k}" in res.get("adapt", {}) for k in (0,) + ADAPT_SHOTS):
+        if all(f"{name} | {k}" in done for k in (0,) + ADAPT_SHOTS):
             continue
         t0 = time.perf_counter()
         base = make().fit(train, valid, targets=[TARGET])
         base_s = time.perf_counter() - t0
-        from perfcast.paths import write_dir_atomically  # noqa: F401 (save below is atomic)
-
         tmp = OUT / ".adapt-base"
         base.save(tmp)
         for k in (0,) + ADAPT_SHOTS:
-            chosen, n = [], 0
-            for g in new_models:  # whole models until ≥ k records
-                if n >= k:
-                    break
-                idx = new[groups[new] == g]
-                chosen.append(idx)
-                n += len(idx)
-            shot = np.concatenate(chosen)[:k] if k else np.zeros(0, int)
-            shot_models = set(groups[shot].tolist())
-            test = fs.subset(new[~np.isin(groups[new], list(shot_models))])
-            from perfcast.predictors.base import Predictor
-
             m = Predictor.load(tmp)
+            t1 = time.perf_counter()
             if k:
-                m.set_params(warm_start=True, epochs=3).fit(fs.subset(shot), targets=[TARGET])
+                m.set_params(warm_start=True, epochs=3).fit(fs.subset(order[:k]), targets=[TARGET])
             yhat = m.predict(test)[:, 0]
-            out = {**score(test.target(TARGET), yhat), "shots": int(len(shot)),
-                   "base_fit_seconds": round(base_s, 1), "test_records": len(test)}
-            res.setdefault("adapt", {})[f"{name} | {k}"] = out
+            done[f"{name} | {k}"] = {**score(test.target(TARGET), yhat), "shots": int(k),
+                                     "base_fit_seconds": round(base_s, 1),
+                                     "adapt_seconds": round(time.perf_counter() - t1, 1),
+                                     "test_records": len(test)}
             save_results(res)
-            _log("adapt", name, k, out["mape"], out["acc10"])
+            _log("adapt", device, name, k, done[f"{name} | {k}"]["mape"],
+                 done[f"{name} | {k}"]["acc10"])
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
@@ -422,10 +430,10 @@ def _harness(res: dict) -> list[str]:
 def render(res: dict) -> str:
     L = ["# gnnllm — the thesis' GNN+LLM predictor (ch. 7) on perfcast's data", "",
          "Regenerate: `perfcast train --recipe gnnllm --out perfcast/pretrain/shipped/gnnllm-stage2` "
-         "(stages 1–2), `perfcast evaluate --task a --split unseen-family --predictors gnnllm "
-         "--seeds 1337 --out reports/gnnllm/eval` (harness), `.venv/bin/python "
-         "benchmarks/gnnllm_report.py --run ablation,repr,adapt --write` (Tables 7.2, 7.4, 7.5, "
-         "Fig. 7.3; results in `results.json`).", "",
+         "(stages 1–2, on the corpus of `benchmarks/build_trappm_corpus.sh`), then `.venv/bin/python "
+         "benchmarks/gnnllm_report.py --run stage2-random,harness,ablation,adapt,repr --write` "
+         "(the `perfcast evaluate` runs, Tables 7.2, 7.4, 7.5 and Fig. 7.3; results in "
+         "`results.json`; a run already in `results.json` is skipped).", "",
          f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
          "## Stage wall times (shipped checkpoint, measured)", "", *_stage_times(), "",
          "## In the evaluation harness (beside the predictors we ship)", "",
@@ -465,43 +473,97 @@ def render(res: dict) -> str:
                  f"{_f(r['fit_seconds'] / 60, 1) if r else '–'} | {r.get('max_tokens', '–') if r else '–'} | "
                  f"{r.get('truncated_records', '–') if r else '–'} | {tm} | {ta} | {tt} | {tk} |")
     L += ["", "## Fig. 7.3 — adaptation to a new GPU", ""]
-    ad = res.get("adapt", {})
-    if res.get("adapt_split"):
-        s = res["adapt_split"]
-        L += [f"Held-out GPU `{s['device']}` ({s['new_device_records']} records, "
-              f"{s['new_device_models']} models); base training on the other GPUs: {s['train']} "
-              f"train / {s['valid']} valid records; then 3 epochs of `warm_start` on k records.", ""]
-    names = sorted({k.split(" | ")[0] for k in ad})
-    L += ["| model | " + " | ".join(f"k={k} MAPE % / Acc10 %" for k in (0,) + ADAPT_SHOTS) + " |",
-          "|---" * (2 + len(ADAPT_SHOTS)) + "|"]
-    for n in names:
-        cells = []
-        for k in (0,) + ADAPT_SHOTS:
-            r = ad.get(f"{n} | {k}")
-            cells.append(f"{_f(r['mape'])} / {_f(r['acc10'], 1)}" if r else "not run")
-        L.append(f"| {n} | " + " | ".join(cells) + " |")
-    if not names:
-        L.append("| (not run) |" + " |" * (1 + len(ADAPT_SHOTS)))
+    L += ["Base training on the other GPUs of task `gpu` (10 epochs, 15 % of their models for "
+          "validation), then 3 epochs of `warm_start` on k records of the held-out GPU (whole "
+          "models in a seeded order); every k is scored on the same records: the GPU's records "
+          "of the models not among the 32 shots.", ""]
+    for device, ad in res.get("adapt", {}).items():
+        s = res.get("adapt_split", {}).get(device, {})
+        L += [f"### `{device}` — {s.get('new_device_records')} records of "
+              f"{s.get('new_device_models')} models; base {s.get('train')} train / "
+              f"{s.get('valid')} valid records; test {s.get('test')} records of "
+              f"{s.get('test_models')} models", ""]
+        names = list(dict.fromkeys(k.split(" | ")[0] for k in ad))
+        L += ["| model | " + " | ".join(f"k={k} MAPE % / Acc10 %" for k in (0,) + ADAPT_SHOTS) + " |",
+              "|---" * (2 + len(ADAPT_SHOTS)) + "|"]
+        for n in names:
+            cells = []
+            for k in (0,) + ADAPT_SHOTS:
+                r = ad.get(f"{n} | {k}")
+                cells.append(f"{_f(r['mape'])} / {_f(r['acc10'], 1)}" if r else "not run")
+            L.append(f"| {n} | " + " | ".join(cells) + " |")
+        L.append("")
+    if not res.get("adapt"):
+        L.append("(not run: `.venv/bin/python benchmarks/gnnllm_report.py --run adapt`)")
     L += ["", "Thesis Fig. 7.3 (NNLQP multi-platform, 32 samples): Acc(10%) 70 % (hi3519A) and 29 % "
           "(atlas300) for the pre-trained Llama3 variant vs 0 % for GNN and GNN-NF.", ""]
     return "\n".join(L) + "\n"
+
+
+#: where the LLM_PRE + GNN checkpoint (stage 2 on a random frozen GIN) is built
+def stage2_random_dir() -> Path:
+    from perfcast.paths import cache_dir
+
+    return cache_dir().parent / "gnnllm" / "stage2-random-gin"
+
+
+def run_stage2_random(res: dict) -> None:
+    """Stage 2 on a random frozen GIN (the LLM_PRE + GNN row of Table 7.5), same corpus and
+    settings as the shipped checkpoint."""
+    from perfcast.training.gnnllm import train_gnnllm
+
+    r = train_gnnllm(stage2_random_dir(), pretrained_gin=False, workers=2)
+    res["stage2_random"] = {"path": r["path"], "graphs": r["stage2_graphs"],
+                            "seconds": r["stage2_seconds"]}
+    save_results(res)
+    _log("stage 2 on a random GIN", r["stage2_seconds"], "s")
+
+
+def run_harness(res: dict) -> None:
+    """``perfcast evaluate`` of gnnllm on the harness tasks (:data:`HARNESS`)."""
+    import os
+    import shlex
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for task, split, *_ in HARNESS:
+        if (OUT / "eval" / task / split / "predictions.csv").exists():
+            continue
+        cmd = shlex.split(harness_command(task, split))
+        exe = ROOT / ".venv" / "bin" / "perfcast"
+        _log("harness", task, split)
+        subprocess.run([str(exe) if exe.exists() else "perfcast", *cmd[1:]], cwd=ROOT, env=env,
+                       check=True)
+
+
+RUNS = ("stage2-random", "harness", "ablation", "adapt", "repr")
 
 
 def main(argv=None) -> int:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--run", default="", help="comma list: ablation, adapt, repr")
-    ap.add_argument("--stage2-random", default=None,
-                    help="stage-2 checkpoint adapted on a random GIN (for LLM_PRE + GNN)")
+    ap.add_argument("--run", default="", help=f"comma list of {', '.join(RUNS)}")
     ap.add_argument("--write", action="store_true", help="(re)write reports/gnnllm/README.md")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     res = load_results()
     for what in [w for w in a.run.split(",") if w]:
+        if what not in RUNS:
+            ap.error(f"unknown run {what!r} (use {', '.join(RUNS)})")
         _log("running", what)
-        {"ablation": lambda: run_ablation(res, a.stage2_random), "adapt": lambda: run_adapt(res),
-         "repr": lambda: run_repr(res)}[what]()
+        if what == "stage2-random":
+            run_stage2_random(res)
+        elif what == "harness":
+            run_harness(res)
+        elif what == "ablation":
+            d = stage2_random_dir()
+            run_ablation(res, str(d) if d.exists() else None)
+        elif what == "adapt":
+            for device in ADAPT_DEVICES:
+                run_adapt(res, device)
+        else:
+            run_repr(res)
     if a.write:
         from perfcast.paths import write_file_atomically
 
