@@ -122,10 +122,15 @@ def main() -> int:
     sel = R / "selection.json"
     if sel.exists():
         w("\n## How the default setting was chosen (validation records only)\n")
-        w("`OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dnnperf_select.py --task a` (and `--task "
-          "e`): each setting fits on the training part of the family-mc seed-1337 fold and is "
-          "scored on its **validation** part (15 % of the training models; no test record is "
-          "read). Validation loss = MSE of standardised log targets at the best epoch.\n")
+        w("`OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dnnperf_select.py --task a|e --split "
+          "family-mc|unseen-family [--variants …]`: each setting fits on the training part of "
+          "a fold (family-mc: the seed-1337 fold; unseen-family: fold 0 of seed 1337) and is "
+          "scored on its **validation** part (15 % of the training models — on unseen-family "
+          "whole families; no test record of that fold is read; the unseen-family validation "
+          "families are test families of the other four folds, as in any choice made on one "
+          "fold of a K-fold split). Valid loss = MSE of the standardised targets at the best "
+          "epoch, in the variant's own target space (log unless `target_space=linear`: compare "
+          "those by MAPE).\n")
         w("| task / part | setting | valid loss | best epoch | valid MAPE % | fit (s, 1 thread) |")
         w("|---|---|---|---|---|---|")
         for part, rows in json.loads(sel.read_text()).items():

@@ -188,6 +188,15 @@ def _fit_score(name, make, train, valid, test, res_key, res, extra=None):
     return m
 
 
+#: ``--no-checkpoint``: run only what does not read a stage-2 checkpoint (baselines, init=none,
+#: text / JSON) — e.g. while the checkpoint is being rebuilt
+SKIP_CHECKPOINT = False
+
+
+def _reads_checkpoint(name: str) -> bool:
+    return "stage2" in name or "stage 2" in name or "init=gnn" in name
+
+
 def run_ablation(res: dict, stage2_random: str | None) -> None:
     from perfcast.evaluation.splits import unseen_family_split
     from perfcast.predictors import create_predictor
@@ -208,7 +217,7 @@ def run_ablation(res: dict, stage2_random: str | None) -> None:
         runs.append(("LLM_PRE + GNN (stage 2 on a random GIN)",
                      lambda: create_predictor("gnnllm", init=stage2_random)))
     for name, make in runs:
-        if name in res.get("ablation", {}):
+        if name in res.get("ablation", {}) or (SKIP_CHECKPOINT and _reads_checkpoint(name)):
             continue
         _fit_score(name, make, tr, va, te, "ablation", res)
 
@@ -250,7 +259,8 @@ def run_adapt(res: dict, device: str) -> None:
               "ours, init=none (LLM + GNN)": lambda: create_predictor("gnnllm", init="none")}
     done = res.setdefault("adapt", {}).setdefault(device, {})
     for name, make in makers.items():
-        if all(f"{name} | {k}" in done for k in (0,) + ADAPT_SHOTS):
+        if all(f"{name} | {k}" in done for k in (0,) + ADAPT_SHOTS) or \
+                (SKIP_CHECKPOINT and _reads_checkpoint(name)):
             continue
         t0 = time.perf_counter()
         base = make().fit(train, valid, targets=[TARGET])
@@ -291,7 +301,7 @@ def run_repr(res: dict) -> None:
                          "train": len(train), "test": len(test), "split": "90:10 by model"}
     save_results(res)
     for rep in ("graph", "text", "json"):
-        if rep in res.get("repr", {}):
+        if rep in res.get("repr", {}) or (SKIP_CHECKPOINT and rep == "graph"):
             continue
         m = _fit_score(rep, lambda: create_predictor("gnnllm", init="stage2" if rep == "graph"
                                                      else "none", representation=rep),
@@ -545,7 +555,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", default="", help=f"comma list of {', '.join(RUNS)}")
     ap.add_argument("--write", action="store_true", help="(re)write reports/gnnllm/README.md")
+    ap.add_argument("--no-checkpoint", action="store_true",
+                    help="only the runs that do not read a stage-2 checkpoint")
     a = ap.parse_args(argv)
+    global SKIP_CHECKPOINT
+    SKIP_CHECKPOINT = bool(a.no_checkpoint)
     torch.set_num_threads(1)
     res = load_results()
     for what in [w for w in a.run.split(",") if w]:
