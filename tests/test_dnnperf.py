@@ -187,3 +187,26 @@ def test_bad_hyper_parameters(tiny_feature_set, params, msg):
 
     with pytest.raises(PerfcastError, match=msg):
         create_predictor("dnnperf", **params).fit(tiny_feature_set)
+
+
+def _predict_json(*args):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "perfcast", "predict", "timm:resnet10t",
+                        "--input-size", "3,64,64", "--batch-size", "32", "--json", *args],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_predict_with_the_shipped_dnnperf():
+    """Acceptance: `perfcast predict … --predictor dnnperf` answers with the shipped DNNPerf
+    models (RTX 3090 training time, A100 training memory) and says so where none exists."""
+    d = _predict_json("--device", "rtx3090", "--mode", "train", "--predictor", "dnnperf")
+    assert d["predictor"]["time_ms"] == "dnnperf" and d["time_ms"] > 0
+    d = _predict_json("--device", "a100-40gb", "--mode", "train", "--predictor", "dnnperf")
+    assert d["predictor"]["memory_mb"] == "dnnperf" and d["memory_mb"] > 0
+    d = _predict_json("--device", "rtx4090", "--predictor", "dnnperf")
+    assert d["predictor"]["time_ms"] != "dnnperf"
+    assert any("no shipped 'dnnperf'" in n for n in d["notes"])
