@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 #: The process that installed the handlers (the CLI's own process); forked children differ.
 _MAIN_PID: int | None = None
@@ -29,6 +30,30 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
+def _unraisable(info) -> None:
+    """A ``KeyboardInterrupt`` raised where Python cannot propagate it (a weakref callback of the
+    import machinery, a ``__del__``) would be printed as "Exception ignored" with a traceback and
+    then lost. In the CLI's own process it is delivered again 10 ms later (a one-shot real-time
+    timer, ``SIGALRM``, unless something else owns that signal), where it can propagate; every
+    other unraisable exception goes to the previous hook."""
+    if (info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt)
+            and os.getpid() == _MAIN_PID
+            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, _redeliver)):
+        signal.signal(signal.SIGALRM, _redeliver)
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
+    _previous_unraisablehook(info)
+
+
+def _redeliver(signum, frame):
+    """The deferred ``KeyboardInterrupt`` of :func:`_unraisable`."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
 def install() -> None:
     """SIGTERM behaves like Ctrl-C (``KeyboardInterrupt``) in this process; no-op outside the
     main thread (where ``signal.signal`` is not allowed)."""
@@ -38,5 +63,6 @@ def install() -> None:
         signal.signal(signal.SIGTERM, _terminate)
         if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # e.g. started with SIGINT ignored
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = _unraisable
     except ValueError:  # not the main thread
         pass

@@ -75,7 +75,8 @@ def test_load_corpus_matches_graph_data(corpus_dir, graphs, tmp_path):
     assert len(graphs) == len(rows) == 6
     for r, d in zip(rows, graphs):
         ref = graph_data(ModelGraph.load(corpus_dir / "graphs" / f"{r['key']}.npz"))
-        assert set(d.keys()) == {"x", "edge_index"}
+        assert set(d.keys()) == {"x", "edge_index", "batch_size"}
+        assert d.batch_size == ModelGraph.load(corpus_dir / "graphs" / f"{r['key']}.npz").meta.batch_size
         assert d.x.dtype == torch.float16  # half the RAM; features are logs and one-hots
         np.testing.assert_allclose(d.x.float().numpy(), ref.x.numpy(), rtol=1e-3, atol=1e-3)
         assert np.array_equal(d.edge_index.numpy(), ref.edge_index.numpy())

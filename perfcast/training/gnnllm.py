@@ -64,6 +64,12 @@ def default_corpus() -> Path:
     return corpus_dir()
 
 
+def torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def load_graphs(corpus: str | os.PathLike, limit: int | None = None,
                 progress: Callable[[int, int], None] | None = None, workers: int = 1) -> list:
     """PyG ``Data`` (``x``, ``edge_index``, ``batch_size``) of a corpus directory's graphs with
@@ -197,7 +203,8 @@ def stage2(graphs: list, encoder, out: str | os.PathLike, *, lora_rank: int = 8,
                        "prompt": STAGE2_PROMPT, "max_tokens": STAGE2_MAX_TOKENS,
                        "summary_layers": STAGE2_LAYERS,
                        "masking": {"number_pieces": P_NUMBER, "other_pieces": P_WORD},
-                       "history": history, "seconds": round(seconds, 1)},
+                       "history": history, "seconds": round(seconds, 1),
+                       "torch_threads": torch_threads()},
             "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
     def fill(tmp: Path) -> None:
@@ -217,7 +224,7 @@ def stage2(graphs: list, encoder, out: str | os.PathLike, *, lora_rank: int = 8,
 #: of the 2 h budget here — 0.29 s per summary on one core).
 STAGE2_GRAPHS = 6000
 #: Stage-1 epochs over the whole corpus (the thesis ran up to 500 on its 20,000 graphs).
-STAGE1_EPOCHS = 5
+STAGE1_EPOCHS = 10
 
 
 def train_gnnllm(out: str | os.PathLike | None = None, *, corpus: str | os.PathLike | None = None,
@@ -261,7 +268,8 @@ def train_gnnllm(out: str | os.PathLike | None = None, *, corpus: str | os.PathL
                           progress=lambda i, n: prog("stage 1: GraphMAE pre-training", i, n))
         info = {"corpus": str(corpus), "graphs": len(graphs), "epochs": res.epochs,
                 "final_loss": res.final_loss, "seconds": res.seconds,
-                "seconds_this_run": round(time.perf_counter() - t1, 1), "method": "graphmae"}
+                "seconds_this_run": round(time.perf_counter() - t1, 1), "method": "graphmae",
+                "torch_threads": torch_threads()}
     else:
         from perfcast.pretrain import node_stats, random_encoder
 
