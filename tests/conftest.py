@@ -142,3 +142,21 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture
+def predict_json():
+    """``predict_json(*args)``: ``perfcast predict timm:resnet10t`` (3×64×64, batch 32) with
+    ``args`` and ``--json`` in a subprocess; asserts exit 0 and returns the parsed answer."""
+    import json
+    import subprocess
+    import sys
+
+    def run(*args):
+        r = subprocess.run([sys.executable, "-m", "perfcast", "predict", "timm:resnet10t",
+                            "--input-size", "3,64,64", "--batch-size", "32", "--json", *args],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    return run

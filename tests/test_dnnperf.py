@@ -189,26 +189,15 @@ def test_bad_hyper_parameters(tiny_feature_set, params, msg):
         create_predictor("dnnperf", **params).fit(tiny_feature_set)
 
 
-def _predict_json(*args):
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "perfcast", "predict", "timm:resnet10t",
-                        "--input-size", "3,64,64", "--batch-size", "32", "--json", *args],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def test_predict_with_the_shipped_dnnperf():
+def test_predict_with_the_shipped_dnnperf(predict_json):
     """Acceptance: `perfcast predict … --predictor dnnperf` answers with the shipped DNNPerf
     model (RTX 3090 training time) and says so where none exists (A100 training memory: not
     shipped, xgboost is better there — reports/dnnperf/README.md)."""
-    d = _predict_json("--device", "rtx3090", "--mode", "train", "--predictor", "dnnperf")
+    d = predict_json("--device", "rtx3090", "--mode", "train", "--predictor", "dnnperf")
     assert d["predictor"]["time_ms"] == "dnnperf" and d["time_ms"] > 0
-    d = _predict_json("--device", "a100-40gb", "--mode", "train", "--predictor", "dnnperf")
+    d = predict_json("--device", "a100-40gb", "--mode", "train", "--predictor", "dnnperf")
     assert d["predictor"]["memory_mb"] != "dnnperf" and d["memory_mb"] > 0
     assert any("no shipped 'dnnperf'" in n for n in d["notes"])
-    d = _predict_json("--device", "rtx4090", "--predictor", "dnnperf")
+    d = predict_json("--device", "rtx4090", "--predictor", "dnnperf")
     assert d["predictor"]["time_ms"] != "dnnperf"
     assert any("no shipped 'dnnperf'" in n for n in d["notes"])

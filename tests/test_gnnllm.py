@@ -187,18 +187,11 @@ def test_recipe_cli(corpus, tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--recipe gnnllm" in r.stderr
 
 
-def test_predict_with_the_shipped_gnnllm():
+def test_predict_with_the_shipped_gnnllm(predict_json):
     """Acceptance: `perfcast predict … --predictor gnnllm` answers with the shipped model (RTX
     3090 training time) and says so where none exists."""
-    def predict(*args):
-        r = subprocess.run([sys.executable, "-m", "perfcast", "predict", "timm:resnet10t",
-                            "--input-size", "3,64,64", "--batch-size", "32", "--json", *args],
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
-
-    d = predict("--device", "rtx3090", "--mode", "train", "--predictor", "gnnllm")
+    d = predict_json("--device", "rtx3090", "--mode", "train", "--predictor", "gnnllm")
     assert d["predictor"]["time_ms"] == "gnnllm" and d["time_ms"] > 0
-    d = predict("--device", "rtx4090", "--predictor", "gnnllm")
+    d = predict_json("--device", "rtx4090", "--predictor", "gnnllm")
     assert d["predictor"]["time_ms"] != "gnnllm"
     assert any("no shipped 'gnnllm'" in n for n in d["notes"])

@@ -107,6 +107,16 @@ class Predictor:
                   progress)
         return self
 
+    def _label_matrix(self, data: FeatureSet, targets=None) -> np.ndarray:
+        """Labels ``[len(data), len(targets_)]`` in the order of ``targets_``; NaN where a
+        record has none, or for a target not in ``targets`` (default: every one of
+        ``targets_``) or not in ``data``."""
+        out = np.full((len(data), len(self.targets_)), np.nan)
+        for j, t in enumerate(self.targets_):
+            if (targets is None or t in targets) and t in data.target_names:
+                out[:, j] = data.target(t)
+        return out
+
     def _time_scale(self, data: FeatureSet) -> np.ndarray | None:
         """Batch size per record when ``time_ms`` is learned per sample, else ``None``."""
         if not (self.learns and self.get_params().get("per_sample_time")):
@@ -333,6 +343,40 @@ class WarmStart:
         finally:
             self.__dict__.pop("_warm", None)
         return self
+
+
+class BestEpoch:
+    """Early stopping on a validation loss for the learned predictors: :meth:`update` after each
+    epoch's validation pass keeps a copy of the weights of the best epoch (an improvement must
+    exceed ``tol``), :attr:`stop` once ``patience`` epochs in a row brought none (never with
+    ``patience=None``), :meth:`restore` puts the best weights back. ``snapshot(net)`` /
+    ``load(net, state)`` choose what is copied (default: the whole ``state_dict``)."""
+
+    def __init__(self, patience: int | None = None, tol: float = 1e-9, snapshot=None,
+                 load=None) -> None:
+        import copy
+
+        self.patience, self.tol = patience, float(tol)
+        self.best, self.state, self.bad = float("inf"), None, 0
+        self._snapshot = snapshot or (lambda net: copy.deepcopy(net.state_dict()))
+        self._load = load or (lambda net, state: net.load_state_dict(state))
+
+    def update(self, loss: float, net) -> bool:
+        """Record one epoch's validation ``loss``; True if it is the best so far."""
+        if loss < self.best - self.tol:
+            self.best, self.bad, self.state = float(loss), 0, self._snapshot(net)
+            return True
+        self.bad += 1
+        return False
+
+    @property
+    def stop(self) -> bool:
+        return self.patience is not None and self.bad >= self.patience
+
+    def restore(self, net) -> None:
+        """The best epoch's weights into ``net`` (nothing if no validation pass happened)."""
+        if self.state is not None:
+            self._load(net, self.state)
 
 
 class TargetScaler:

