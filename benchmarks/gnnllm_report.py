@@ -23,6 +23,9 @@ perfcast/pretrain/shipped/gnnllm-stage2``) and the graph store of tasks a, e and
 * ``adapt`` — Fig. 7.3: leave-one-GPU-out for each of :data:`ADAPT_DEVICES`; each model trains
   on the other GPUs, then continues (``warm_start``) for 3 epochs on 8 / 16 / 32 records of the
   new GPU and is scored on the GPU's records of the models not among the 32 shots.
+* ``budget`` — stage 3 for 40 epochs instead of 10 on fold 0 of task a's unseen-family split,
+  training and validation loss per epoch (validation records only): is the default
+  under-trained?
 * ``repr`` — Table 7.2: text / JSON / graph token on one family (``resnet`` records of task
   ``gpu``), a model-grouped 90:10 split.
 """
@@ -67,10 +70,23 @@ def load_results() -> dict:
     return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
 
 
+def _fill_from(dst: dict, src: dict) -> None:
+    """Add to ``dst``, in place, what only ``src`` has (nested dictionaries key by key);
+    ``dst``'s own values win. In place, so references into ``dst`` stay valid."""
+    for k, v in src.items():
+        if k not in dst:
+            dst[k] = v
+        elif isinstance(dst[k], dict) and isinstance(v, dict):
+            _fill_from(dst[k], v)
+
+
 def save_results(res: dict) -> None:
+    """Write ``res`` merged into what is on disk, so that two runs of this script side by side
+    (one per core) keep each other's results; ``res`` then holds the merged whole."""
     from perfcast.paths import write_file_atomically
 
     OUT.mkdir(parents=True, exist_ok=True)
+    _fill_from(res, load_results())
     write_file_atomically(RESULTS, json.dumps(res, indent=1))
 
 
@@ -467,14 +483,17 @@ def render(res: dict) -> str:
     L = ["# gnnllm — the thesis' GNN+LLM predictor (ch. 7) on perfcast's data", "",
          "Regenerate: `perfcast train --recipe gnnllm --out perfcast/pretrain/shipped/gnnllm-stage2` "
          "(stages 1–2, on the corpus of `benchmarks/build_trappm_corpus.sh`), then `.venv/bin/python "
-         "benchmarks/gnnllm_report.py --run stage2-random,harness,ablation,adapt,repr --write` "
-         "(the `perfcast evaluate` runs, Tables 7.2, 7.4, 7.5 and Fig. 7.3; results in "
-         "`results.json`; a run already in `results.json` is skipped).", "",
+         "benchmarks/gnnllm_report.py --run stage2-random,harness,ablation,adapt,repr,budget "
+         "--write` (the `perfcast evaluate` runs, Tables 7.2, 7.4, 7.5, Fig. 7.3 and the "
+         "stage-3 budget check; results in `results.json`; an ablation / adaptation / "
+         "representation row or a harness run already there is skipped). The findings at the "
+         "end are hand-written (`reports/gnnllm/NOTES.md`).", "",
          f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
          "## Stage wall times (shipped checkpoint, measured)", "", *_stage_times(), ""]
     harness = _harness(res)
     L += ["## Outcome", "", *_outcome(res), "",
           "## In the evaluation harness (beside the predictors we ship)", "", *harness, ""]
+    L += ["## Is stage 3 under-trained? (validation only)", "", *_budget(res), ""]
     ab = res.get("ablation", {})
     sp = res.get("ablation_split", {})
     L += ["## Tables 7.5 and 7.4 — pre-training ablation and GNN baselines", ""]
@@ -534,6 +553,9 @@ def render(res: dict) -> str:
         L.append("(not run: `.venv/bin/python benchmarks/gnnllm_report.py --run adapt`)")
     L += ["", "Thesis Fig. 7.3 (NNLQP multi-platform, 32 samples): Acc(10%) 70 % (hi3519A) and 29 % "
           "(atlas300) for the pre-trained Llama3 variant vs 0 % for GNN and GNN-NF.", "", DESIGN]
+    notes = OUT / "NOTES.md"
+    if notes.exists():
+        L += ["", notes.read_text().rstrip()]
     return "\n".join(L) + "\n"
 
 
@@ -597,7 +619,50 @@ def run_harness(res: dict) -> None:
                        check=True)
 
 
-RUNS = ("stage2-random", "harness", "ablation", "adapt", "repr")
+def run_budget(res: dict, epochs: int = 40) -> None:
+    """Is stage 3 under-trained at its 10 epochs? One fit of ``epochs`` on fold 0 of task a's
+    unseen-family split (seed 1337, the harness' fold), recording the training and
+    **validation** loss of every epoch — validation records only (whole held-out training
+    families); the test part is not touched, so nothing here is chosen on test data."""
+    from perfcast.evaluation.splits import model_groups, unseen_family_split
+    from perfcast.evaluation.tasks import get_task
+    from perfcast.predictors import create_predictor
+
+    fs = get_task("a").load(build_missing=False).fs
+    fs = fs.subset(np.flatnonzero(np.isfinite(fs.target(TARGET))))
+    fold = unseen_family_split(model_groups(fs.rows, fs.summaries, fs.graph_index),
+                               fs.families(), SEED)[0]
+    tr, va = fs.subset(fold.train), fs.subset(fold.valid)
+    t0 = time.perf_counter()
+    m = create_predictor("gnnllm", init="stage2", epochs=epochs).fit(tr, va, targets=[TARGET])
+    res["budget"] = {"task": "a", "split": f"unseen-family fold 0, seed {SEED}",
+                     "train": len(tr), "valid": len(va), "epochs": epochs,
+                     "fit_seconds": round(time.perf_counter() - t0, 1),
+                     "history": [{k: round(float(v), 4) if isinstance(v, float) else v
+                                  for k, v in h.items()} for h in m.history_]}
+    save_results(res)
+    _log("budget", res["budget"]["fit_seconds"], "s")
+
+
+def _budget(res: dict) -> list[str]:
+    b = res.get("budget")
+    if not b:
+        return ["(not run: `.venv/bin/python benchmarks/gnnllm_report.py --run budget`)"]
+    h = b["history"]
+    best = min(h, key=lambda r: r.get("valid_loss", float("inf")))
+    pick = [r for r in h if r["epoch"] in (1, 5, 10, 20, 30, 40) or r is best]
+    out = [f"Task `{b['task']}`, {b['split']}: {b['train']} train / {b['valid']} validation "
+           f"records, {b['epochs']} epochs ({b['fit_seconds'] / 60:.1f} min, one thread); losses "
+           "are MSE of the standardised log time (1.0 = the variance of the training targets). "
+           "Validation records "
+           "only — the test part is not read.", "",
+           "| epoch | train loss | validation loss |", "|---|---|---|"]
+    out += [f"| {r['epoch']}{' (best)' if r is best else ''} | {r['train_loss']:.3f} | "
+            f"{r.get('valid_loss', float('nan')):.3f} |" for r in pick]
+    return out
+
+
+RUNS = ("stage2-random", "harness", "ablation", "adapt", "repr", "budget")
 
 
 def main(argv=None) -> int:
@@ -624,6 +689,8 @@ def main(argv=None) -> int:
         elif what == "ablation":
             d = stage2_random_dir()
             run_ablation(res, str(d) if d.exists() else None)
+        elif what == "budget":
+            run_budget(res)
         elif what == "adapt":
             for device in ADAPT_DEVICES:
                 run_adapt(res, device)
