@@ -345,6 +345,16 @@ class WarmStart:
         return self
 
 
+def load_net_state(name: str, net, state: dict) -> None:
+    """``net.load_state_dict(state)`` with the one-line error of a saved predictor whose weights
+    do not match the architecture its config describes."""
+    try:
+        net.load_state_dict(state)
+    except RuntimeError as exc:
+        raise PerfcastError(f"{name}: saved weights do not match the architecture "
+                            f"({exc})") from None
+
+
 class BestEpoch:
     """Early stopping on a validation loss for the learned predictors: :meth:`update` after each
     epoch's validation pass keeps a copy of the weights of the best epoch (an improvement must

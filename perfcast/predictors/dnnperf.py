@@ -89,7 +89,7 @@ from perfcast.errors import PerfcastError
 from perfcast.features.encode import EDGE_FEATURES, NODE_FEATURES
 from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler
+from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler, load_net_state
 
 #: Message-passing rounds per target of DNNPerf's TensorFlow setting (§IV-C: 3 for training
 #: time, 1 for GPU memory; ``rounds="tf"``). Its PyTorch setting (§V-C, the default) uses 2.
@@ -573,11 +573,7 @@ class DNNPerf(Predictor):
         for j in range(len(self.targets_)):
             net = self._build(j)
             sd = {k.split(".", 1)[1]: v for k, v in tensors.items() if k.startswith(f"net{j}.")}
-            try:
-                net.load_state_dict(sd)
-            except RuntimeError as exc:
-                raise PerfcastError(f"{self.name}: saved weights do not match the architecture "
-                                    f"({exc})") from None
+            load_net_state(self.name, net, sd)
             net.eval()
             self.nets_.append(net)
 

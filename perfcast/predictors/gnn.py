@@ -47,7 +47,7 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import BestEpoch, FeatureScaler, Predictor, TargetScaler, WarmStart
+from perfcast.predictors.base import BestEpoch, FeatureScaler, load_net_state, Predictor, TargetScaler, WarmStart
 from perfcast.features.records import FeatureSet
 
 CONVS = ("sage", "gcn", "gat", "gin")
@@ -163,6 +163,41 @@ def _node_stats(fs: FeatureSet, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return mean.astype(np.float32), np.where(std > 1e-6, std, 1.0).astype(np.float32)
 
 
+def graph_minibatches(by_graph: list[np.ndarray], perm: np.ndarray, bs: int):
+    """Record-index minibatches of ≥ ``bs`` records (fewer for the last), made of whole graphs
+    (``by_graph[i]``: the record indices of graph ``i``) taken in ``perm`` order — one epoch
+    embeds every graph once however many records share it."""
+    cur: list[np.ndarray] = []
+    n = 0
+    for i in perm.tolist():
+        cur.append(by_graph[i])
+        n += len(by_graph[i])
+        if n >= bs:
+            yield np.concatenate(cur)
+            cur, n = [], 0
+    if cur:
+        yield np.concatenate(cur)
+
+
+def masked_epoch(batches, forward, loss_fn, opt, z, mask) -> float:
+    """One optimiser step per minibatch of record indices (``forward(rows)`` → standardised
+    predictions), the loss over the labeled entries (``mask``) only; returns the epoch's mean
+    training loss per labeled entry."""
+    tot, cnt = 0.0, 0
+    for rows in batches:
+        m = mask[rows]
+        k = int(m.sum())
+        if k == 0:
+            continue
+        loss = loss_fn(forward(rows)[m], z[rows][m])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tot += float(loss.detach()) * k
+        cnt += k
+    return tot / max(cnt, 1)
+
+
 class GNNRegressor(WarmStart, Predictor):
     """Shared GNN regressor (not registered; see :class:`DIPPM` and :class:`NNLQP`).
 
@@ -272,20 +307,10 @@ class GNNRegressor(WarmStart, Predictor):
         by_graph = np.split(order, first[1:])
         for ep in range(epochs):
             net.train()
-            tot, cnt = 0.0, 0
-            for rows in self._minibatches(by_graph, rng.permutation(len(ugraphs)), bs):
-                m = tr["mask"][rows]
-                k = int(m.sum())
-                if k == 0:
-                    continue
-                pred = self._forward(net, tr, rows)
-                loss = loss_fn(pred[m], tr["z"][rows][m])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                tot += float(loss.detach()) * k
-                cnt += k
-            rec = {"epoch": start + ep + 1, "train_loss": tot / max(cnt, 1)}
+            batches = self._minibatches(by_graph, rng.permutation(len(ugraphs)), bs)
+            train_loss = masked_epoch(batches, lambda rows: self._forward(net, tr, rows),
+                                      loss_fn, opt, tr["z"], tr["mask"])
+            rec = {"epoch": start + ep + 1, "train_loss": train_loss}
             if va is not None:
                 vl = self._eval_loss(net, va, loss_fn)
                 rec["valid_loss"] = vl
@@ -300,18 +325,7 @@ class GNNRegressor(WarmStart, Predictor):
 
     @staticmethod
     def _minibatches(by_graph: list[np.ndarray], perm: np.ndarray, bs: int):
-        """Record-index minibatches of ≥ ``bs`` records (fewer for the last), made of whole
-        graphs taken in ``perm`` order."""
-        cur: list[np.ndarray] = []
-        n = 0
-        for i in perm.tolist():
-            cur.append(by_graph[i])
-            n += len(by_graph[i])
-            if n >= bs:
-                yield np.concatenate(cur)
-                cur, n = [], 0
-        if cur:
-            yield np.concatenate(cur)
+        return graph_minibatches(by_graph, perm, bs)
 
     @staticmethod
     def _loss_fn(kind: str):
@@ -407,11 +421,7 @@ class GNNRegressor(WarmStart, Predictor):
         self.node_mean_, self.node_std_ = np_["node_mean"], np_["node_std"]
         net = self._build(float(self.get_params()["dropout"]))
         sd = {k[4:]: v for k, v in tensors.items() if k.startswith("net.")}
-        try:
-            net.load_state_dict(sd)
-        except RuntimeError as exc:
-            raise PerfcastError(f"{self.name}: saved weights do not match the architecture "
-                                f"({exc})") from None
+        load_net_state(self.name, net, sd)
         net.eval()
         self.net_ = net
 

