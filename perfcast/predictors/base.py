@@ -117,6 +117,13 @@ class Predictor:
                 out[:, j] = data.target(t)
         return out
 
+    def _scaled_labels(self, data: FeatureSet, targets=None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_label_matrix` through ``target_scaler_``: float32 standardised labels (0
+        where there is none) and the boolean mask of the real ones."""
+        z = self.target_scaler_.transform(self._label_matrix(data, targets))
+        mask = np.isfinite(z)
+        return np.where(mask, z, 0.0).astype(np.float32), mask
+
     def _time_scale(self, data: FeatureSet) -> np.ndarray | None:
         """Batch size per record when ``time_ms`` is learned per sample, else ``None``."""
         if not (self.learns and self.get_params().get("per_sample_time")):

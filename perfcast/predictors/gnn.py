@@ -352,10 +352,8 @@ class GNNRegressor(WarmStart, Predictor):
         out = {"graphs": graphs, "gidx": np.asarray(fs.graph_index),
                "static": torch.from_numpy(self.static_scaler_.transform(fs.static))}
         if targets is not None:
-            z = self.target_scaler_.transform(self._label_matrix(fs, targets))
-            mask = np.isfinite(z)
-            out["z"] = torch.from_numpy(np.where(mask, z, 0.0).astype(np.float32))
-            out["mask"] = torch.from_numpy(mask)
+            z, mask = self._scaled_labels(fs, targets)
+            out["z"], out["mask"] = torch.from_numpy(z), torch.from_numpy(mask)
         return out
 
     @staticmethod

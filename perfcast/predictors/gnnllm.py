@@ -510,10 +510,8 @@ class GNNLLM(WarmStart, Predictor):
 
             out["ei"] = {g: message_edges(fs.graphs[g].edge_index.long()) for g in out["x"]}
         if targets is not None:
-            z = self.target_scaler_.transform(self._label_matrix(fs, targets))
-            mask = np.isfinite(z)
-            out["z"] = torch.from_numpy(np.where(mask, z, 0.0).astype(np.float32))
-            out["mask"] = torch.from_numpy(mask)
+            z, mask = self._scaled_labels(fs, targets)
+            out["z"], out["mask"] = torch.from_numpy(z), torch.from_numpy(mask)
         return out
 
     def _forward(self, t: dict[str, Any], rows: np.ndarray):
