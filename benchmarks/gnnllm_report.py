@@ -415,7 +415,8 @@ def _stage_times() -> list[str]:
             t3 = max(float(r["fit_s"]) for r in rows)
             out.append(f"| 3 performance fine-tuning (task a, the longest of the "
                        f"{len(rows)} unseen-family folds) | "
-                       f"{max(int(r['train_records']) for r in rows)} records | 10 | "
+                       f"{max(int(r['train_records']) for r in rows)} records | "
+                       f"{max(int(r['epochs']) for r in rows)} | "
                        f"{_f(t3 / 60, 1)} min | 1 | – |")
     if t3 is not None:
         total = (load + t1 + t2 + t3) / 60

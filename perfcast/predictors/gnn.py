@@ -47,7 +47,8 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import BestEpoch, FeatureScaler, load_net_state, Predictor, TargetScaler, WarmStart
+from perfcast.predictors.base import (BestEpoch, FeatureScaler, Predictor, TargetScaler, WarmStart,
+                                      load_net_state)
 from perfcast.features.records import FeatureSet
 
 CONVS = ("sage", "gcn", "gat", "gin")
@@ -307,7 +308,7 @@ class GNNRegressor(WarmStart, Predictor):
         by_graph = np.split(order, first[1:])
         for ep in range(epochs):
             net.train()
-            batches = self._minibatches(by_graph, rng.permutation(len(ugraphs)), bs)
+            batches = graph_minibatches(by_graph, rng.permutation(len(ugraphs)), bs)
             train_loss = masked_epoch(batches, lambda rows: self._forward(net, tr, rows),
                                       loss_fn, opt, tr["z"], tr["mask"])
             rec = {"epoch": start + ep + 1, "train_loss": train_loss}
@@ -322,10 +323,6 @@ class GNNRegressor(WarmStart, Predictor):
                 break
         keep.restore(net)
         net.eval()
-
-    @staticmethod
-    def _minibatches(by_graph: list[np.ndarray], perm: np.ndarray, bs: int):
-        return graph_minibatches(by_graph, perm, bs)
 
     @staticmethod
     def _loss_fn(kind: str):
