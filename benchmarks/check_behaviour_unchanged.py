@@ -14,6 +14,17 @@ and training; 12 devices; shipped, user-chosen and fallback predictors) plus the
 (MIG, fit, cost, rank) and a few refused requests, each through the public Python API. Values
 are compared exactly (JSON floats), notes included. ``EXPECTED_CHANGES`` lists the requests
 whose answer is meant to change, and why.
+
+Issue #33 (one request for every mode) added the LLM-generation requests of ``CLI_REQUESTS``
+(``predict`` / ``fit`` / ``cost --mode generate`` and their refusals, through the command line
+with ``--json``, so that the same arguments run before and after the API changed) and
+``UI_REQUESTS`` (the web page's handler). ``reports/behaviour/before_issue33.json`` holds all
+90 answers of commit 8e7884e (the one before that change, ``PYTHONPATH`` at a worktree of it),
+``after_issue33.json`` those with the change (the same command on a worktree with it)::
+
+    .venv/bin/python benchmarks/check_behaviour_unchanged.py --against reports/behaviour/before_issue33.json
+
+A request missing from the reference file is reported as new, not as a difference.
 """
 
 from __future__ import annotations
@@ -128,6 +139,88 @@ REFUSALS: list[tuple[str, str, dict]] = [
     ("refuse-two-dim-image-input", "timm:resnet18", dict(device="cpu", input_size="3,224")),
 ]
 
+LLAMA = "hf:meta-llama/Llama-2-7b-hf"
+_GEN = ["--mode", "generate", "--json"]
+# (id, argv of the command line): LLM generation (issue #33 folded it into the Workload)
+CLI_REQUESTS: list[tuple[str, list[str]]] = [
+    ("cli-gen-llama2-h100-b16", ["predict", LLAMA, "--device", "h100-sxm", "--input-len", "512",
+                                 "--output-len", "512", "--batch-size", "16", *_GEN]),
+    ("cli-gen-llama2-a100-tp2-bf16", ["predict", LLAMA, "--device", "a100-80gb", "--input-len",
+                                      "1024", "--output-len", "128", "--batch-size", "8",
+                                      "--tensor-parallel", "2", "--precision", "bf16", *_GEN]),
+    ("cli-gen-llama2-a100-int4", ["predict", LLAMA, "--device", "a100-40gb", "--input-len", "256",
+                                  "--output-len", "256", "--precision", "int4", *_GEN]),
+    ("cli-gen-llama2-llamacpp-tp2", ["predict", LLAMA, "--device", "rtx4090", "--input-len", "128",
+                                     "--output-len", "64", "--batch-size", "32", "--framework",
+                                     "llama.cpp", "--tensor-parallel", "2", *_GEN]),
+    ("cli-gen-llama3-70b-trtllm-tp8", ["predict", "hf:meta-llama/Meta-Llama-3-70B", "--device",
+                                       "h100-sxm", "--input-len", "2048", "--output-len", "256",
+                                       "--batch-size", "4", "--framework", "trt-llm",
+                                       "--tensor-parallel", "8", *_GEN]),
+    ("cli-gen-mistral-mi300x-fp32", ["predict", "hf:mistralai/Mistral-7B-v0.1", "--device",
+                                     "mi300x", "--input-len", "64", "--output-len", "64",
+                                     "--precision", "fp32", *_GEN]),
+    ("cli-fit-gen-batch", ["fit", LLAMA, "--device", "a100-40gb", "--input-len", "1024",
+                           "--output-len", "1024", *_GEN]),
+    ("cli-fit-gen-context", ["fit", LLAMA, "--device", "a100-40gb", "--batch-size", "32",
+                             "--output-len", "256", *_GEN]),
+    ("cli-cost-gen", ["cost", LLAMA, "--device", "a100-40gb", "--requests", "1000",
+                      "--input-len", "512", "--output-len", "128", "--batch-size", "8",
+                      "--region", "FRA", *_GEN]),
+    ("cli-cost-gen-tp2", ["cost", LLAMA, "--device", "h100-sxm", "--requests", "500",
+                          "--input-len", "512", "--output-len", "512", "--tensor-parallel", "2",
+                          *_GEN]),
+    ("cli-train-resnet18-a100", ["predict", "timm:resnet18", "--device", "a100-40gb", "--mode",
+                                 "train", "--batch-size", "32", "--json"]),
+    ("cli-infer-gpt2-rtx4090", ["predict", "hf:gpt2", "--device", "rtx4090", "--seq-len", "128",
+                                "--precision", "amp", "--json"]),
+    # refusals (exit code and the one-line message)
+    ("cli-refuse-gen-tp3", ["predict", LLAMA, "--device", "h100-sxm", "--input-len", "16",
+                            "--output-len", "16", "--tensor-parallel", "3", *_GEN]),
+    ("cli-refuse-gen-output0", ["predict", LLAMA, "--device", "h100-sxm", "--input-len", "16",
+                                "--output-len", "0", *_GEN]),
+    ("cli-refuse-gen-no-output", ["predict", LLAMA, "--device", "h100-sxm", "--input-len", "16",
+                                  *_GEN]),
+    ("cli-refuse-gen-seq-len", ["predict", LLAMA, "--device", "h100-sxm", "--input-len", "16",
+                                "--output-len", "16", "--seq-len", "8", *_GEN]),
+    ("cli-refuse-gen-engine", ["predict", LLAMA, "--device", "h100-sxm", "--input-len", "16",
+                               "--output-len", "16", "--framework", "vlm", *_GEN]),
+    ("cli-refuse-gen-timm", ["predict", "timm:resnet18", "--device", "h100-sxm", "--input-len",
+                             "16", "--output-len", "16", *_GEN]),
+    ("cli-refuse-gen-encoder", ["predict", "hf:bert-base-uncased", "--device", "h100-sxm",
+                                "--input-len", "16", "--output-len", "16", *_GEN]),
+    ("cli-refuse-output-len-infer", ["predict", "timm:resnet18", "--device", "rtx4090",
+                                     "--output-len", "5"]),
+    ("cli-refuse-tp-infer", ["predict", "timm:resnet18", "--device", "rtx4090",
+                             "--tensor-parallel", "2"]),
+    ("cli-refuse-cost-gen-no-requests", ["cost", LLAMA, "--device", "a100-40gb",
+                                         "--input-len", "16", "--output-len", "16", *_GEN]),
+]
+# (id, keywords of perfcast.ui.Request): the web page's handler
+UI_REQUESTS: list[tuple[str, dict]] = [
+    ("ui-gen-llama2", dict(model=LLAMA, mode="generate", input_len=256, output_len=64,
+                           batch_size=4, devices=["a100-40gb", "h100-sxm"], iterations=100)),
+    ("ui-gen-refuse-timm", dict(model="resnet50", mode="generate", input_len=8, output_len=8,
+                                devices=["a100-40gb"])),
+    ("ui-gen-refuse-no-input", dict(model=LLAMA, mode="generate", devices=["a100-40gb"])),
+    ("ui-refuse-input-len-infer", dict(model="resnet50", input_len=5, devices=["a100-40gb"])),
+]
+
+#: Issue #33 renamed keys of the generation answer; an answer listed with this reason must be
+#: the reference's with the keys renamed and nothing else.
+RENAMES = {"framework": "engine"}
+RENAMED_ONLY = ("issue #33: the serving engine is `engine` in the answer, as in the request "
+                "(was `framework`); every value unchanged")
+
+
+def _renamed(obj):
+    if isinstance(obj, dict):
+        return {RENAMES.get(k, k): _renamed(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_renamed(v) for v in obj]
+    return obj
+
+
 EXPECTED_CHANGES = {
     "vit_tiny-h100-infer-320px": "issue #12: the simulation's model builder dropped img_size "
                                  "('Input height (320) doesn't match model (224)'); "
@@ -140,6 +233,13 @@ EXPECTED_CHANGES = {
     "refuse-two-dim-image-input": "issue #12: '3,224' was read as a 1-channel input and failed "
                                   "as a trace error; now refused as bad input",
     "refuse-unknown-device": "issue #13: the message now says a device spec file is accepted",
+    **{rid: RENAMED_ONLY
+       for rid in ("cli-fit-gen-batch", "cli-fit-gen-context", "cli-gen-llama2-a100-int4",
+                   "cli-gen-llama2-a100-tp2-bf16", "cli-gen-llama2-h100-b16",
+                   "cli-gen-llama2-llamacpp-tp2", "cli-gen-llama3-70b-trtllm-tp8",
+                   "cli-gen-mistral-mi300x-fp32", "ui-gen-llama2")},
+    "cli-refuse-gen-engine": "issue #33: the option is the engine (--engine, alias --framework)",
+    "cli-refuse-tp-infer": "issue #33: --tensor-parallel now applies to --mode train too",
 }
 
 
@@ -226,7 +326,45 @@ def run_all(only: list[str] | None = None) -> dict:
         "timm:resnet18", devices="rtx3090,rtx4090,a100-40gb", batch_size=64).to_dict())
     record("rank-resnet50-all-train-b64", lambda: perfcast.rank(
         "timm:resnet50", devices="all", batch_size=64, mode="train").to_dict())
+    for rid, argv in CLI_REQUESTS:
+        if not only or rid in only:
+            t = time.perf_counter()
+            results[rid] = _clean(_run_cli(argv), onnx_path)
+            print(f"{time.perf_counter() - t:6.1f} s  {rid}", file=sys.stderr, flush=True)
+    for rid, kw in UI_REQUESTS:
+        record(rid, lambda kw=kw: _run_ui(kw))
     return results
+
+
+def _run_cli(argv: list[str]) -> dict:
+    """``perfcast ARGV`` in this process: exit code, the JSON printed (or the text) and the
+    first line of stderr."""
+    import contextlib
+    import io
+
+    from perfcast.cli import main
+
+    so, se = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+        rc = main(list(argv))
+    text = so.getvalue()
+    try:
+        printed = json.loads(text) if text.strip() else None
+    except ValueError:
+        printed = text
+    err = [ln for ln in se.getvalue().splitlines() if ln.strip()]
+    return {"rc": rc, "out": printed, "err": err[0] if rc else None}
+
+
+def _run_ui(kw: dict) -> dict:
+    """The web page's handler: its status line and the predictions it shows."""
+    import re
+
+    from perfcast.ui import Request, run_request
+
+    r = run_request(Request(**kw))
+    status = re.sub(r'data-serial="\d+"', 'data-serial="N"', r.status)
+    return {"status": status, "predictions": r.predictions}
 
 
 def _crossdevice_change(a, b) -> str | None:
@@ -243,11 +381,16 @@ def _crossdevice_change(a, b) -> str | None:
 def compare(before: dict, after: dict) -> int:
     """Print differences; return the number of unexpected ones."""
     bad = 0
+    new = sorted(set(after) - set(before))
+    for rid in new:
+        print(f"new: {rid} (not in the reference)")
     for rid in sorted(set(before) | set(after)):
         a, b = before.get(rid), after.get(rid)
-        if a == b:
+        if a == b or rid in new:
             continue
         why = EXPECTED_CHANGES.get(rid) or _crossdevice_change(a, b)
+        if why == RENAMED_ONLY and _renamed(a) != b:
+            why = None  # more than the renamed keys changed
         tag = "expected" if why else "CHANGED"
         bad += why is None
         print(f"{tag}: {rid}" + (f" ({why})" if why else ""))
@@ -262,9 +405,10 @@ def compare(before: dict, after: dict) -> int:
                     print(f"    {part}: {x!r}\n{'':>{len(part) + 6}}→ {y!r}")
         else:
             print(f"    {a!r} → {b!r}")
-    same = sum(before.get(r) == after.get(r) for r in set(before) | set(after))
-    print(f"{same} identical, {len(set(before) | set(after)) - same} different "
-          f"({bad} unexpected) of {len(set(before) | set(after))} requests")
+    both = set(before) | (set(after) - set(new))
+    same = sum(before.get(r) == after.get(r) for r in both)
+    print(f"{same} identical, {len(both) - same} different ({bad} unexpected) of {len(both)} "
+          f"requests" + (f"; {len(new)} new" if new else ""))
     return bad
 
 

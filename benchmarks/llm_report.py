@@ -257,7 +257,8 @@ def accelerate_rows() -> list[dict]:
     from transformers import AutoModelForCausalLM
 
     from perfcast.devices import get_device
-    from perfcast.generation import GenerationRequest, predict_generation
+    from perfcast.generation import predict_generation
+    from perfcast.workload import Workload
     from perfcast.zoo.hf import resolve_hf_config
 
     rows = []
@@ -270,9 +271,9 @@ def accelerate_rows() -> list[dict]:
         dev = get_device("h100-sxm")
         for prec, div in (("fp16", 2), ("int8", 4), ("int4", 8)):
             tp = 1 if "70B" not in m and "Mixtral" not in m else 4
-            p = predict_generation(GenerationRequest(model=f"hf:{m}", input_len=512,
-                                                     output_len=512, batch_size=16,
-                                                     tensor_parallel=tp, precision=prec), dev)
+            p = predict_generation(Workload.of(f"hf:{m}", mode="generate", input_len=512,
+                                               output_len=512, batch_size=16,
+                                               tensor_parallel=tp, precision=prec), dev)
             mb = p.memory_breakdown_mb
             rows.append({"model": m, "precision": prec,
                          "accelerate total (MiB)": total / div / 2 ** 20,

@@ -7,8 +7,8 @@ configs are cached, < 50 ms warm), and write ``reports/llm/speed.md`` + ``speed.
   generate --input-len 512 --output-len 512 --batch-size 16 --framework vllm --device h100-sxm
   --precision fp16 --json`` process (interpreter start, imports, model load, prediction,
   JSON out), after one untimed run has cached the architecture summary;
-* **cold, API** — a fresh ``python -c`` that imports :mod:`perfcast.generation`, loads the
-  device and predicts once (same request);
+* **cold, API** — a fresh ``python -c`` that calls ``perfcast.predict(..., mode="generate")``
+  once (same request);
 * **warm** — :func:`perfcast.generation.predict_generation` called again in the same process
   (models loaded, summaries cached): median and 95th percentile of ``--warm`` calls.
 
@@ -33,10 +33,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ARGS = ["predict", "hf:meta-llama/Llama-2-7b-hf", "--mode", "generate", "--input-len", "512",
         "--output-len", "512", "--batch-size", "16", "--framework", "vllm", "--device",
         "h100-sxm", "--precision", "fp16", "--json"]
-API = ("from perfcast.generation import GenerationRequest, predict_generation\n"
-       "from perfcast.devices import get_device\n"
-       "p = predict_generation(GenerationRequest('hf:meta-llama/Llama-2-7b-hf', 512, 512, "
-       "batch_size=16, framework='vllm', precision='fp16'), get_device('h100-sxm'))\n"
+API = ("import perfcast\n"
+       "p = perfcast.predict('hf:meta-llama/Llama-2-7b-hf', device='h100-sxm', mode='generate', "
+       "input_len=512, output_len=512, batch_size=16, engine='vllm', precision='fp16')\n"
        "assert p.time_ms > 0\n")
 
 
@@ -62,9 +61,11 @@ def main() -> None:
     cold_api = [_wall([sys.executable, "-c", API]) for _ in range(runs)]
 
     from perfcast.devices import get_device
-    from perfcast.generation import GenerationRequest, predict_generation
+    from perfcast.generation import predict_generation
+    from perfcast.workload import Workload
 
-    req = GenerationRequest("hf:meta-llama/Llama-2-7b-hf", 512, 512, batch_size=16)
+    req = Workload.of("hf:meta-llama/Llama-2-7b-hf", mode="generate", input_len=512,
+                      output_len=512, batch_size=16, precision="fp16")
     dev = get_device("h100-sxm")
     predict_generation(req, dev)
     warm = []

@@ -14,39 +14,44 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.graph import ModelGraph
-from perfcast.workload import DEFAULT_OPTIMIZER, Workload
+from perfcast.workload import DEFAULT_OPTIMIZER, LAYOUT_KEYWORDS, Workload
 
 
 def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = None,
                 seq_len: int | None = None, mode: str = "infer", precision: str | None = "fp32",
                 optimizer: str = DEFAULT_OPTIMIZER,
-                example_inputs: tuple | None = None) -> Workload:
+                example_inputs: tuple | None = None, **options: Any) -> Workload:
     """``model`` if it is a :class:`Workload` (the other options must be left at their
-    defaults), else ``Workload.of(model, ...)``."""
+    defaults), else ``Workload.of(model, ...)`` — ``options``: the generation fields
+    (``input_len``, ``output_len``, ``engine``) and the layout (``layout`` or
+    ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size``,
+    ``recompute``, ``zero``, ``schedule``)."""
     if isinstance(model, Workload):
         given = {"batch_size": batch_size, "input_size": input_size, "seq_len": seq_len,
-                 "example_inputs": example_inputs}
+                 "example_inputs": example_inputs, **options}
         if any(v is not None for v in given.values()):
             raise PerfcastError("give the options in the Workload, not beside it: "
                                 + ", ".join(k for k, v in given.items() if v is not None))
         return model
+    options = {k: v for k, v in options.items() if v is not None}
     return Workload.of(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                        mode=mode, precision=precision, optimizer=optimizer,
-                       example_inputs=example_inputs)
+                       example_inputs=example_inputs, **options)
 
 
 #: Keywords of :func:`predict` that describe the workload, and those that choose how to predict.
 WORKLOAD_KEYWORDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
-                     "example_inputs")
+                     "example_inputs", "input_len", "output_len", "engine", "layout",
+                     *LAYOUT_KEYWORDS)
 PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb",
-                   "threads", "coverage", "power_limit_w")
+                   "threads", "coverage", "power_limit_w", "cluster")
 
 
 def parse_request(model: Any, **kwargs: Any) -> tuple[Workload, dict[str, Any]]:
     """Split :func:`predict`'s keywords into the :class:`Workload` (parsed and validated once;
     ``precision`` defaults to ``None`` = each device's measured one) and the prediction options
-    (``predictor``, ``use_cache``, ``overlap_simulation``, ``runtime_overhead_mb``) — what the
-    decisions do once before predicting many batches or devices."""
+    (``predictor``, ``use_cache``, ``overlap_simulation``, ``runtime_overhead_mb`` …) — what
+    the decisions do once before predicting many batches or devices."""
     unknown = sorted(set(kwargs) - set(WORKLOAD_KEYWORDS) - set(PREDICT_OPTIONS))
     if unknown:
         raise PerfcastError(f"unknown keyword(s) {', '.join(unknown)} (workload: "
@@ -81,8 +86,9 @@ def load_graph(model: Any, *, batch_size: int | None = None,
 # predict
 # --------------------------------------------------------------------------------------------
 
-#: Batch size ``predict`` uses when none is given: 1 for inference, 32 for a training step.
-DEFAULT_BATCH = {"infer": 1, "train": 32}
+#: Batch size ``predict`` uses when none is given: 1 for inference, 32 for a training step,
+#: 1 request for generation.
+DEFAULT_BATCH = {"infer": 1, "train": 32, "generate": 1}
 
 
 @dataclass
@@ -149,19 +155,30 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             predictor: str | None = None, example_inputs: tuple | None = None,
             use_cache: bool = True, overlap_simulation: bool = False,
             runtime_overhead_mb: float | None = None, threads: int | None = None,
-            coverage: float = 0.9, power_limit_w: float | None = None) -> Prediction:
-    """Forecast time, memory and energy of ``model`` on ``device``.
+            coverage: float = 0.9, power_limit_w: float | None = None,
+            input_len: int | None = None, output_len: int | None = None,
+            engine: str | None = None, cluster: Any = None, **layout: Any):
+    """Forecast time, memory and energy of ``model`` on ``device`` — what ``perfcast predict``
+    answers, for every mode.
 
     ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``path/model.onnx``,
     ``keras:ResNet50`` …), an ``nn.Module`` with ``example_inputs`` or ``input_size``, a Keras
     model, a ``paddle.nn.Layer`` or a JAX function with ``example_inputs``, or a
     :class:`Workload`.
+    ``mode``: ``infer`` / ``train`` (a :class:`Prediction`) or ``generate`` (an ``hf:`` LLM
+    serving ``batch_size`` requests of ``input_len`` → ``output_len`` tokens with ``engine`` on
+    ``tensor_parallel`` devices: a :class:`~perfcast.generation.GenerationPrediction`).
+    ``layout`` keywords (``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``,
+    ``micro_batch_size``, ``recompute``, ``zero``, ``schedule``) spread a training step over
+    GPUs (``batch_size`` is then the global batch; ``cluster``: a
+    :class:`~perfcast.parallel.Cluster`, a cluster JSON file or ``None`` for the device's
+    defaults): a :class:`~perfcast.parallel.ParallelPrediction`.
     ``predictor``: a registry name to pick among the shipped models (e.g. ``xgboost``, ``dippm``,
     ``roofline``) or the directory of a saved predictor (``perfcast train`` output).
     ``precision=None``: the precision perfcast has measurements for on that device and mode when
     there is exactly one (e.g. ``amp`` for the RTX 3090 training data), else ``fp32`` — a note
-    says which was used. Devices without labeled data fall back to the roofline (time) and the
-    tensor-memory simulation (memory), and say so in ``notes``.
+    says which was used (``generate``: fp16). Devices without labeled data fall back to the
+    roofline (time) and the tensor-memory simulation (memory), and say so in ``notes``.
     ``runtime_overhead_mb``: GPU memory beyond live tensors added to simulated memory (default:
     the median measured on real runs, see :mod:`perfcast.memory.overhead`; 0 = tensors only).
     ``threads``: CPU threads the model runs with (CPU devices; default: this machine's usable
@@ -178,19 +195,47 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     dev = get_device(device)
     w = as_workload(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                     mode=mode, precision=precision, optimizer=optimizer,
-                    example_inputs=example_inputs)
-    return predict_workload(w, dev, predictor=predictor, use_cache=use_cache,
-                            overlap_simulation=overlap_simulation,
-                            runtime_overhead_mb=runtime_overhead_mb, threads=threads,
-                            coverage=coverage, power_limit_w=power_limit_w)
+                    example_inputs=example_inputs, input_len=input_len, output_len=output_len,
+                    engine=engine, **layout)
+    return predict_request(w, dev, predictor=predictor, use_cache=use_cache,
+                           overlap_simulation=overlap_simulation,
+                           runtime_overhead_mb=runtime_overhead_mb, threads=threads,
+                           coverage=coverage, power_limit_w=power_limit_w, cluster=cluster)
+
+
+def predict_request(w: Workload, dev, *, cluster: Any = None, **options: Any):
+    """The answer to a parsed workload of any mode on a :class:`~perfcast.devices.Device`:
+    :func:`perfcast.generation.predict_generation` for ``generate``,
+    :func:`perfcast.parallel.predict_parallel` for a training step over several GPUs, else
+    :func:`predict_workload`. ``options``: those of :func:`predict_workload` (the generation
+    and parallel paths refuse the ones that do not apply to them)."""
+    given = {k: v for k, v in options.items() if v is not None and v is not False
+             and k in ("predictor", "runtime_overhead_mb", "threads", "power_limit_w")}
+    if w.generate:
+        if given or cluster is not None:
+            raise PerfcastError(f"{', '.join([*given, *(['cluster'] if cluster else [])])} do "
+                                f"not apply to --mode generate")
+        from perfcast.generation import predict_generation
+
+        return predict_generation(w, dev)
+    if w.distributed:
+        raise PerfcastError("a training step over several GPUs is not predicted yet")
+    if cluster is not None:
+        raise PerfcastError("--cluster describes the GPUs of a parallel training step; give "
+                            "--data-parallel, --tensor-parallel or --pipeline-parallel")
+    return predict_workload(w, dev, **options)
 
 
 def with_defaults(w: Workload, dev) -> tuple[Workload, str | None]:
     """``w`` with what the request left open filled in: the precision the device's shipped
     models were measured in (and the note saying so; ``None`` when given) and
-    :data:`DEFAULT_BATCH` for its mode."""
+    :data:`DEFAULT_BATCH` for its mode (``generate``: :data:`perfcast.generation.DEFAULTS`)."""
     from perfcast import routing
 
+    if w.generate:
+        from perfcast.generation import resolve
+
+        return resolve(w), None
     note = None
     if w.precision is None:
         precision, note = routing.shipped_precision(dev.key, w.mode)
@@ -216,6 +261,13 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     decisions call for every batch or device they try)."""
     from perfcast import routing
 
+    if w.generate:
+        raise PerfcastError("this covers --mode infer and train; LLM generation is answered by "
+                            "perfcast predict, fit and cost --mode generate")
+    if w.distributed:
+        raise PerfcastError(f"this covers one device's step; a training step over "
+                            f"{w.gpus:,} GPUs ({w.layout}) is answered by perfcast predict and "
+                            f"plan")
     if predictor and not routing.looks_like_path(predictor):
         routing.check_predictor_name(predictor)  # before any graph is built
     w, precision_note = with_defaults(w, dev)
@@ -305,6 +357,7 @@ __all__ = [
     "load_graph",
     "parse_request",
     "predict",
+    "predict_request",
     "predict_workload",
     "with_defaults",
 ]

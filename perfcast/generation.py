@@ -33,45 +33,26 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfcast.errors import PerfcastError, unknown_choice
-from perfcast.workload import MAX_SIZE
+from perfcast.errors import PerfcastError
+from perfcast.workload import DEFAULT_ENGINE, ENGINES, GENERATE_PRECISIONS, MAX_SIZE, Workload
 
-ENGINES = ("vllm", "trt-llm", "llama.cpp", "deepspeed-mii", "hf")
-PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4")
-DEFAULTS = {"framework": "vllm", "precision": "fp16", "batch_size": 1}
+#: What a ``generate`` request leaves open defaults to (:func:`resolve`).
+DEFAULTS = {"engine": DEFAULT_ENGINE, "precision": "fp16", "batch_size": 1}
+#: Serving precisions (declared with the other options in :mod:`perfcast.workload`).
+PRECISIONS = GENERATE_PRECISIONS
 
 
-@dataclass(frozen=True)
-class GenerationRequest:
-    """One generation request batch, validated in :meth:`validate` (exit 2 on bad input)."""
-
-    model: str  # hf:ID or hf:path/config.json
-    input_len: int
-    output_len: int
-    batch_size: int = 1
-    framework: str = "vllm"
-    tensor_parallel: int = 1
-    precision: str = "fp16"
-
-    def validate(self) -> None:
-        if not self.model.startswith("hf:"):
-            raise PerfcastError(f"--mode generate serves Hugging Face decoder LLMs (hf:ID or "
-                                f"hf:path/config.json), not {self.model!r}")
-        for name, v in (("--input-len", self.input_len), ("--output-len", self.output_len),
-                        ("--batch-size", self.batch_size),
-                        ("--tensor-parallel", self.tensor_parallel)):
-            if v is None and name in ("--input-len", "--output-len"):
-                raise PerfcastError(f"--mode generate needs {name} (tokens)")
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise PerfcastError(f"{name} must be a positive integer, got {v!r}")
-            if v > MAX_SIZE:
-                raise PerfcastError(f"{name} must be ≤ {MAX_SIZE:,}, got {v:,}")
-        if self.tensor_parallel > 64:
-            raise PerfcastError(f"--tensor-parallel must be ≤ 64, got {self.tensor_parallel}")
-        if self.framework not in ENGINES:
-            raise unknown_choice("framework", self.framework, ENGINES)
-        if self.precision not in PRECISIONS:
-            raise unknown_choice("generation precision", self.precision, PRECISIONS)
+def resolve(w: Workload) -> Workload:
+    """The ``--mode generate`` workload ``w`` with :data:`DEFAULTS` filled in (a batch of 1,
+    fp16; the engine is set by :meth:`Workload.of`); refuses another mode."""
+    if not isinstance(w, Workload):
+        raise PerfcastError(f"a generation request is a perfcast.workload.Workload (mode "
+                            f"generate), not {type(w).__name__}")
+    if w.mode != "generate":
+        raise PerfcastError(f"LLM generation needs --mode generate, not --mode {w.mode}")
+    changes = {k: DEFAULTS[k] for k in ("batch_size", "precision", "engine")
+               if getattr(w, k) is None}
+    return w.replace(**changes) if changes else w
 
 
 @dataclass
@@ -85,7 +66,7 @@ class GenerationPrediction:
     model: str
     device: str
     mode: str
-    framework: str
+    engine: str
     precision: str
     batch_size: int
     input_len: int
@@ -127,7 +108,7 @@ def _runtime_overhead_mb() -> float:
     return float(doc["runtime_overhead_mb"])
 
 
-def memory_per_device(arch, req: GenerationRequest) -> dict[str, float]:
+def memory_per_device(arch, req: Workload) -> dict[str, float]:
     """MiB per device: weights and KV cache (vLLM: whole 16-token blocks) split over the
     devices (tensor parallelism shards every layer, llama.cpp's layer split gives each device
     its layers: both ``1/n``; with fewer KV heads than devices, tensor parallelism replicates
@@ -139,40 +120,41 @@ def memory_per_device(arch, req: GenerationRequest) -> dict[str, float]:
     from perfcast.llm.graphs import activation_peak_mb
 
     n, mib = req.tensor_parallel, 2.0 ** 20
-    block = VLLM_BLOCK_TOKENS if req.framework == "vllm" else None
-    seqs = 1 if req.framework == "llama.cpp" else req.batch_size
+    block = VLLM_BLOCK_TOKENS if req.engine == "vllm" else None
+    seqs = 1 if req.engine == "llama.cpp" else req.batch_size
     kv = arch.kv_cache_bytes(seqs, req.input_len + req.output_len, req.precision, block=block)
-    if req.framework != "llama.cpp":  # fewer KV heads than devices: each one replicated
+    if req.engine != "llama.cpp":  # fewer KV heads than devices: each one replicated
         kv *= kv_heads_per_device(arch, n) * n / arch.kv_heads
-    chunk = min(req.input_len, req.batch_size) if req.framework == "llama.cpp" \
+    chunk = min(req.input_len, req.batch_size) if req.engine == "llama.cpp" \
         else req.input_len
     act, _ = activation_peak_mb(arch, seqs * chunk, req.precision)
     return {"weights": arch.weight_bytes(req.precision) / n / mib, "kv_cache": kv / n / mib,
             "activations": act / n, "runtime": _runtime_overhead_mb()}
 
 
-def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
-    """Forecast ``req`` on ``device`` (a :class:`~perfcast.devices.Device`)."""
+def predict_generation(req: Workload, device) -> GenerationPrediction:
+    """Forecast the ``--mode generate`` workload ``req`` (defaults: :func:`resolve`) on
+    ``device`` (a :class:`~perfcast.devices.Device`)."""
     import pandas as pd
 
-    from perfcast.llm.arch import check_generation, llm_arch
+    from perfcast.llm.arch import llm_arch
     from perfcast.llm.energy import bounded_power, energy_j, power_bounds
     from perfcast.llm.graphs import activation_peak_mb, request_graph_flops
     from perfcast.llm.model import features
     from perfcast.llm.physics import MEMORY_UTILIZATION, bound_of, request_work
     from perfcast.training.llm import load_llm_model
 
-    req.validate()
+    req = resolve(req)
+    req.require_lengths()
     if not device.is_gpu:
         raise PerfcastError(f"--mode generate predicts GPU serving; {device.key} is a CPU")
-    arch = llm_arch(req.model)
-    check_generation(arch, req.input_len, req.output_len, req.tensor_parallel, req.precision,
-                     req.framework)
-    out = GenerationPrediction(model=req.model, device=device.key, mode="generate",
-                               framework=req.framework, precision=req.precision,
+    arch = llm_arch(req.spec)
+    req.check_serving(arch)
+    out = GenerationPrediction(model=req.spec, device=device.key, mode="generate",
+                               engine=req.engine, precision=req.precision,
                                batch_size=req.batch_size, input_len=req.input_len,
                                output_len=req.output_len, tensor_parallel=req.tensor_parallel)
-    llama = req.framework == "llama.cpp"
+    llama = req.engine == "llama.cpp"
     seqs = 1 if llama else req.batch_size
     if llama:
         out.notes.append("llama.cpp serves one sequence: --batch-size is its prompt chunk "
@@ -186,7 +168,7 @@ def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
     out.memory_needed_mb, out.capacity_mb = need, cap
     out.fits = need <= cap
     out.memory_mb = need
-    if req.framework == "vllm":
+    if req.engine == "vllm":
         out.fits = need <= MEMORY_UTILIZATION * cap  # vLLM profiles it all within its share
         out.memory_mb = max(need, MEMORY_UTILIZATION * cap)
         out.notes.append(f"memory_mb: vLLM pre-allocates gpu_memory_utilization "
@@ -200,8 +182,8 @@ def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
     out.predictor["memory_mb"] = (f"arithmetic (weights + KV cache + runtime) + activations "
                                   f"from {act_src}")
     # time: bound × learned factor (llm-xgboost)
-    row = pd.DataFrame([{"model": req.model[3:], "device": device.key,
-                         "n_devices": req.tensor_parallel, "framework": req.framework,
+    row = pd.DataFrame([{"model": req.model.name, "device": device.key,
+                         "n_devices": req.tensor_parallel, "framework": req.engine,
                          "precision": req.precision, "batch_size": req.batch_size,
                          "concurrent": seqs, "input_len": req.input_len,
                          "output_len": req.output_len}])
@@ -211,7 +193,7 @@ def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
     t = float(t_arr[0])
     g = bound_of(request_work(arch, device, batch=seqs, input_len=req.input_len,
                               output_len=req.output_len, n_devices=req.tensor_parallel,
-                              precision=req.precision, engine=req.framework,
+                              precision=req.precision, engine=req.engine,
                               prompt_chunk=req.batch_size if llama else None),
                  device, req.precision)
     out.time_ms, out.bound_ms = t * 1e3, g.total_s * 1e3
@@ -240,8 +222,8 @@ def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
                          f"({', '.join(sorted(seen))}): it enters through its spec sheet "
                          f"(peak FLOP/s, bandwidth, vendor) — leave-one-hardware-out error in "
                          f"reports/llm/")
-    if req.framework not in set(lat.trained_on_.get("engines", ENGINES)):
-        out.notes.append(f"time_ms: no {req.framework} measurement in the data; its engine "
+    if req.engine not in set(lat.trained_on_.get("engines", ENGINES)):
+        out.notes.append(f"time_ms: no {req.engine} measurement in the data; its engine "
                          f"model is borrowed from vLLM on the same vendor (extrapolated)")
     if req.precision in ("int8", "int4"):
         out.notes.append(f"{req.precision}: weight-only quantization — memory exact (weights "
@@ -269,7 +251,7 @@ def predict_generation(req: GenerationRequest, device) -> GenerationPrediction:
     else:
         out.notes.append(f"energy_j: {device.key} has no TDP in its spec")
     if not out.fits:
-        room = MEMORY_UTILIZATION * cap if req.framework == "vllm" else cap
+        room = MEMORY_UTILIZATION * cap if req.engine == "vllm" else cap
         out.notes.append(f"does not fit at once: {need:,.0f} MiB needed per device, "
                          f"{room:,.0f} MiB usable on {device.key} (raise --tensor-parallel or "
                          f"lower the batch / context / precision)")
@@ -282,7 +264,7 @@ WEIGHT_NOTE = {"int8": "1 byte + an fp16 scale per 128 weights",
                "int4": "½ byte + an fp16 scale per group of 128 weights (GPTQ / AWQ layout)"}
 
 
-def _fits_fn(arch, req: GenerationRequest, device):
+def _fits_fn(arch, req: Workload, device):
     """``fits(request) -> bool``: the memory need per device (weights, KV cache, activations,
     runtime) within the device — for vLLM within its ``gpu_memory_utilization`` share, which
     is where vLLM profiles all of it before sizing the KV cache."""
@@ -290,9 +272,9 @@ def _fits_fn(arch, req: GenerationRequest, device):
 
     cap = float(device.memory_mb)
 
-    def fits(r: GenerationRequest) -> bool:
+    def fits(r: Workload) -> bool:
         need = sum(memory_per_device(arch, r).values())
-        return need <= (MEMORY_UTILIZATION * cap if r.framework == "vllm" else cap)
+        return need <= (MEMORY_UTILIZATION * cap if r.engine == "vllm" else cap)
 
     return fits
 
@@ -305,7 +287,7 @@ def _largest(ok, lo: int, hi: int) -> int:
     return lo
 
 
-def max_generation_batch(req: GenerationRequest, device, limit: int = 65536
+def max_generation_batch(req: Workload, device, limit: int = 65536
                          ) -> tuple[int, GenerationPrediction | None]:
     """Largest batch (concurrent requests of ``req``'s lengths) whose memory need per device
     fits ``device`` (see :func:`_fits_fn`; memory is monotone in the batch: bisection on the
@@ -313,51 +295,50 @@ def max_generation_batch(req: GenerationRequest, device, limit: int = 65536
     request fits. llama.cpp serves one sequence: its answer is 1 or 0."""
     import dataclasses
 
-    from perfcast.llm.arch import check_generation, llm_arch
+    from perfcast.llm.arch import llm_arch
 
-    req.validate()
+    req = resolve(req)
+    req.require_lengths()
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PerfcastError(f"--limit must be a positive integer, got {limit!r}")
-    arch = llm_arch(req.model)
-    check_generation(arch, req.input_len, req.output_len, req.tensor_parallel, req.precision,
-                     req.framework)
+    arch = llm_arch(req.spec)
+    req.check_serving(arch)
     fits = _fits_fn(arch, req, device)
     if not fits(dataclasses.replace(req, batch_size=1)):
         return 0, None
-    if req.framework == "llama.cpp":
-        return 1, predict_generation(dataclasses.replace(req, batch_size=1), device)
+    if req.engine == "llama.cpp":
+        return 1, predict_generation(req.replace(batch_size=1), device)
     b = _largest(lambda v: fits(dataclasses.replace(req, batch_size=v)), 1, limit)
-    return b, predict_generation(dataclasses.replace(req, batch_size=b), device)
+    return b, predict_generation(req.replace(batch_size=b), device)
 
 
-def max_generation_context(req: GenerationRequest, device
+def max_generation_context(req: Workload, device
                            ) -> tuple[int, str, GenerationPrediction | None]:
     """Largest prompt (``input_len``) that ``req.batch_size`` requests generating
-    ``req.output_len`` tokens each can hold on ``device``: ``(input_len, limited_by,
-    prediction)`` with ``limited_by`` ``"memory"`` or ``"max_positions"`` (the model's own
-    limit); ``(0, "memory", None)`` when not even a 1-token prompt fits."""
+    ``req.output_len`` tokens each (default 1) can hold on ``device``: ``(input_len,
+    limited_by, prediction)`` with ``limited_by`` ``"memory"`` or ``"max_positions"`` (the
+    model's own limit); ``(0, "memory", None)`` when not even a 1-token prompt fits."""
     import dataclasses
 
-    from perfcast.llm.arch import check_generation, llm_arch
+    from perfcast.llm.arch import llm_arch
 
-    probe = dataclasses.replace(req, input_len=req.input_len or 1)
-    probe.validate()
-    arch = llm_arch(req.model)
+    req = resolve(req)
+    if req.output_len is None:
+        req = req.replace(output_len=1)
+    arch = llm_arch(req.spec)
     top = (arch.max_positions or MAX_SIZE) - req.output_len
     if top < 1:
         raise PerfcastError(f"{arch.model_id} holds at most {arch.max_positions:,} positions; "
                             f"--output-len {req.output_len:,} leaves no room for a prompt")
     top = min(top, MAX_SIZE)
-    check_generation(arch, 1, req.output_len, req.tensor_parallel, req.precision,
-                     req.framework)
+    req.check_serving(arch, input_len=1)
     fits = _fits_fn(arch, req, device)
     if not fits(dataclasses.replace(req, input_len=1)):
         return 0, "memory", None
     i = _largest(lambda v: fits(dataclasses.replace(req, input_len=v)), 1, top)
     limited = "max_positions" if i == top and arch.max_positions else "memory"
-    return i, limited, predict_generation(dataclasses.replace(req, input_len=i), device)
+    return i, limited, predict_generation(req.replace(input_len=i), device)
 
 
-__all__ = ["DEFAULTS", "ENGINES", "GenerationPrediction", "GenerationRequest", "PRECISIONS",
-           "max_generation_batch", "max_generation_context", "memory_per_device",
-           "predict_generation"]
+__all__ = ["DEFAULTS", "ENGINES", "GenerationPrediction", "PRECISIONS", "max_generation_batch",
+           "max_generation_context", "memory_per_device", "predict_generation", "resolve"]

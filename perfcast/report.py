@@ -513,8 +513,8 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
 
 #: Keys of a prediction dict that describe the request or its provenance, not a value.
 _REQUEST_KEYS = ("model", "device", "mode", "precision", "batch_size", "input_size", "seq_len",
-                 "predictor", "trained_on", "notes", "framework", "input_len", "output_len",
-                 "tensor_parallel")
+                 "predictor", "trained_on", "notes", "framework", "engine", "input_len",
+                 "output_len", "tensor_parallel")
 
 
 def prediction_rows(d: dict[str, Any]) -> list[dict[str, Any]]:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.workload import MODES  # every mode the page offers
 
 log = logging.getLogger("perfcast")
 
@@ -50,7 +51,6 @@ log = logging.getLogger("perfcast")
 MAX_UPLOAD_MB = 20.0
 #: Most devices one request may compare.
 MAX_DEVICES = 8
-MODES = ("infer", "train", "generate")
 PRECISION_CHOICES = ("auto", "fp32", "amp", "fp16", "bf16")
 OBJECTIVES = ("time", "cost", "energy")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -406,24 +406,18 @@ def _run_predict(req: Request, spec: str, label: str, devices: list, iterations:
 
 def _run_generation(req: Request, spec: str, label: str, devices: list, iterations: int,
                     region: str | None, notes: list[str], progress) -> Result:
+    from perfcast.api import as_workload
     from perfcast.decisions.cost import estimate_generation_cost
-    from perfcast.generation import (
-        DEFAULTS,
-        GenerationRequest,
-        max_generation_batch,
-        predict_generation,
-    )
+    from perfcast.generation import DEFAULTS, max_generation_batch, predict_generation, resolve
 
     for name, v in (("input size", req.input_size), ("sequence length", req.seq_len)):
         if v not in (None, "", 0):
             raise UIError(f"{name} does not apply to mode generate (use input / output length)")
     precision = DEFAULTS["precision"] if req.precision in ("auto", "amp") else req.precision
-    g = GenerationRequest(model=spec, input_len=_int("input length", req.input_len,
-                                                     required=True),
-                          output_len=_int("output length", req.output_len, required=True),
-                          batch_size=_int("batch size", req.batch_size) or DEFAULTS["batch_size"],
-                          precision=precision)
-    g.validate()
+    g = resolve(as_workload(spec, mode="generate", precision=precision,
+                            input_len=_int("input length", req.input_len, required=True),
+                            output_len=_int("output length", req.output_len, required=True),
+                            batch_size=_int("batch size", req.batch_size)))
     dicts, decs = [], []
     n = len(devices)
     for i, dev in enumerate(devices):
@@ -441,9 +435,7 @@ def _run_generation(req: Request, spec: str, label: str, devices: list, iteratio
             notes.append(f"{dev.key}: largest batch: {exc}")
         try:
             dec["cost"] = estimate_generation_cost(
-                spec, device=dev.key, requests=iterations * g.batch_size,
-                input_len=g.input_len, output_len=g.output_len, batch_size=g.batch_size,
-                precision=precision, region=region).to_dict()
+                g, device=dev.key, requests=iterations * g.batch_size, region=region).to_dict()
         except PerfcastError as exc:
             notes.append(f"{dev.key}: cost: {exc}")
         decs.append(dec)

@@ -41,10 +41,35 @@ from typing import Any
 
 from perfcast.errors import ModelSpecError, PerfcastError, unknown_choice
 
-#: ``infer``: one forward pass (no grad); ``train``: forward + loss + backward + optimizer step.
-MODES = ("infer", "train")
+#: ``infer``: one forward pass (no grad); ``train``: forward + loss + backward + optimizer step;
+#: ``generate``: an LLM serving a batch of requests (a prefill of ``input_len`` prompt tokens,
+#: then ``output_len`` generated tokens each, :mod:`perfcast.generation`).
+MODES = ("infer", "train", "generate")
+#: The modes a model's graph is traced and measured in (``generate`` is priced from them).
+GRAPH_MODES = ("infer", "train")
 #: ``amp`` = float16 autocast with fp32 weights; ``fp16`` / ``bf16`` = the whole model converted.
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+#: Serving precisions (``--mode generate``): ``int8`` / ``int4`` are weight-only quantization.
+GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4")
+#: Serving engines (``--mode generate``) and the default one.
+ENGINES = ("vllm", "trt-llm", "llama.cpp", "deepspeed-mii", "hf")
+DEFAULT_ENGINE = "vllm"
+#: Activation recomputation in training: none, ``selective`` (the attention core, Megatron's
+#: selective recomputation) or ``full`` (every layer's forward again in the backward pass).
+RECOMPUTE = ("none", "selective", "full")
+#: ZeRO stages (DeepSpeed; FSDP's SHARD_GRAD_OP = 2, FULL_SHARD = 3): 1 shards the optimizer
+#: state over the data-parallel replicas, 2 the gradients too, 3 the weights too.
+ZERO_STAGES = (0, 1, 2, 3)
+#: Pipeline schedules: ``1f1b`` (PipeDream-flush, Megatron's default), ``interleaved``
+#: (Megatron's virtual stages: each GPU holds :data:`INTERLEAVED_CHUNKS` model chunks) and
+#: ``gpipe`` (all forwards, then all backwards).
+SCHEDULES = ("1f1b", "interleaved", "gpipe")
+#: Model chunks per pipeline stage of the interleaved schedule.
+INTERLEAVED_CHUNKS = 2
+#: Most GPUs one layout may span (a T·P·D beyond it is refused as a typo).
+MAX_GPUS = 1 << 20
+#: Most devices an LLM is served on with tensor parallelism (``--mode generate``).
+MAX_SERVING_DEVICES = 64
 #: Training optimizers (torch.optim): SGD, SGD with momentum 0.9, Adam, AdamW — and ``none``:
 #: forward + backward without an optimizer step (what NeuSight and others label "training").
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "none")
@@ -305,6 +330,95 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise unknown_choice(name, value, allowed)
 
 
+#: :meth:`Workload.of`'s precision when none is given: fp32, or fp16 for ``generate``.
+_MODE_DEFAULT: Any = type("ModeDefault", (), {"__repr__": lambda self: "'fp32'"})()
+
+
+# --------------------------------------------------------------------------- parallel layout
+#: ``Workload.of`` / ``replace`` keywords of the layout and the :class:`Layout` field each sets.
+LAYOUT_KEYWORDS = {"data_parallel": "data", "tensor_parallel": "tensor",
+                   "pipeline_parallel": "pipeline", "micro_batch_size": "micro_batch",
+                   "recompute": "recompute", "zero": "zero", "schedule": "schedule"}
+#: The command-line option of each layout field (what the error messages name).
+LAYOUT_OPTIONS = {"data": "--data-parallel", "tensor": "--tensor-parallel",
+                  "pipeline": "--pipeline-parallel", "micro_batch": "--micro-batch-size",
+                  "recompute": "--recompute", "zero": "--zero", "schedule": "--schedule"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a workload is spread over GPUs: ``data`` (D data-parallel replicas), ``tensor`` (T:
+    Megatron tensor parallelism — the layers' matrices, attention heads and vocabulary split T
+    ways; for ``--mode generate`` the serving devices), ``pipeline`` (P stages of consecutive
+    layers), ``micro_batch`` (m samples per pipeline / gradient-accumulation micro-batch;
+    ``None`` = the fastest that fits, chosen by the prediction), ``recompute``
+    (:data:`RECOMPUTE`), ``zero`` (:data:`ZERO_STAGES`) and ``schedule`` (:data:`SCHEDULES`).
+    The GPUs are ``T·P·D``; the global batch (``Workload.batch_size``) is ``D · m ·`` the
+    micro-batches each replica accumulates."""
+
+    data: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    micro_batch: int | None = None
+    recompute: str = "none"
+    zero: int = 0
+    schedule: str = "1f1b"
+
+    @property
+    def gpus(self) -> int:
+        return self.data * self.tensor * self.pipeline
+
+    @property
+    def parallel(self) -> bool:
+        """More than one GPU, or a training option of the parallel model given."""
+        return self != Layout()
+
+    def non_default(self) -> list[str]:
+        """The options (``--data-parallel`` …) given a value other than their default."""
+        base = Layout()
+        return [LAYOUT_OPTIONS[f.name] for f in dataclasses.fields(self)
+                if getattr(self, f.name) != getattr(base, f.name)]
+
+    def validate(self) -> None:
+        """Each field on its own (the rules between fields and the workload:
+        :meth:`Workload.validate`; against the model's shape: :meth:`Workload.check_layout`)."""
+        for name in ("data", "tensor", "pipeline"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise PerfcastError(f"{LAYOUT_OPTIONS[name]} must be a positive integer, "
+                                    f"got {v!r}")
+        if self.micro_batch is not None:
+            _positive(LAYOUT_OPTIONS["micro_batch"], self.micro_batch)
+        _choice("recompute", self.recompute, RECOMPUTE)
+        if isinstance(self.zero, bool) or self.zero not in ZERO_STAGES:
+            raise unknown_choice("ZeRO stage", self.zero, ZERO_STAGES)
+        _choice("pipeline schedule", self.schedule, SCHEDULES)
+        if self.gpus > MAX_GPUS:
+            raise PerfcastError(f"the layout spans T·P·D = {self.gpus:,} GPUs; at most "
+                                f"{MAX_GPUS:,}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data_parallel": self.data, "tensor_parallel": self.tensor,
+                "pipeline_parallel": self.pipeline, "micro_batch_size": self.micro_batch,
+                "recompute": self.recompute, "zero": self.zero, "schedule": self.schedule,
+                "gpus": self.gpus}
+
+    def __str__(self) -> str:
+        m = f"m={self.micro_batch}" if self.micro_batch else "m=auto"
+        return (f"D={self.data} T={self.tensor} P={self.pipeline} {m} "
+                f"recompute={self.recompute} zero={self.zero} {self.schedule}")
+
+
+def _layout_of(layout: Layout | None, kw: dict[str, Any]) -> Layout:
+    """``layout`` with the flat keywords of :data:`LAYOUT_KEYWORDS` in ``kw`` applied (popped)."""
+    fields = {LAYOUT_KEYWORDS[k]: kw.pop(k) for k in list(kw) if k in LAYOUT_KEYWORDS}
+    base = layout if layout is not None else Layout()
+    if not isinstance(base, Layout):
+        raise PerfcastError(f"layout must be a perfcast.workload.Layout, not "
+                            f"{type(base).__name__}")
+    return dataclasses.replace(base, **fields) if fields else base
+
+
 # --------------------------------------------------------------------------- the workload
 @dataclass(frozen=True)
 class Workload:
@@ -321,7 +435,16 @@ class Workload:
       perfcast has measurements for on the chosen device (resolved by :mod:`perfcast.routing`);
     * ``optimizer`` — :data:`OPTIMIZERS` (training only; ignored in keys of inference), or
       ``None`` = not recorded (a dataset record that does not say which): graph keys and
-      simulations then use :data:`DEFAULT_OPTIMIZER`, the static features encode "unknown".
+      simulations then use :data:`DEFAULT_OPTIMIZER`, the static features encode "unknown";
+    * ``input_len`` / ``output_len`` — ``--mode generate``: prompt and generated tokens per
+      request (``batch_size`` requests at once); ``engine`` — the serving engine
+      (:data:`ENGINES`; ``None`` outside ``generate``); precisions :data:`GENERATE_PRECISIONS`;
+    * ``layout`` — the :class:`Layout` over GPUs (training: data, tensor and pipeline
+      parallelism, micro-batch, recomputation, ZeRO, schedule; ``generate``: tensor
+      parallelism only). ``batch_size`` is then the *global* batch.
+
+    A new option is one field here, its check in :meth:`validate` (with the modes it applies
+    to), its entry in :meth:`to_dict` and, when it changes the traced graph, in :meth:`key`.
     """
 
     model: ModelSpec
@@ -331,16 +454,34 @@ class Workload:
     mode: str = "infer"
     precision: str | None = "fp32"
     optimizer: str | None = DEFAULT_OPTIMIZER
+    input_len: int | None = None
+    output_len: int | None = None
+    engine: str | None = None
+    layout: Layout = field(default_factory=Layout)
 
     @classmethod
     def of(cls, model: Any, *, batch_size: int | None = None, input_size: Any = None,
-           seq_len: int | None = None, mode: str = "infer", precision: str | None = "fp32",
+           seq_len: int | None = None, mode: str = "infer", precision: Any = _MODE_DEFAULT,
            optimizer: str | None = DEFAULT_OPTIMIZER,
-           example_inputs: tuple | None = None) -> Workload:
+           example_inputs: tuple | None = None, input_len: int | None = None,
+           output_len: int | None = None, engine: str | None = None,
+           layout: Layout | None = None, **layout_keywords: Any) -> Workload:
         """Parse ``model`` (a spec string, a :class:`ModelSpec` or an ``nn.Module``) and the
-        options, and validate them. ``example_inputs`` belong to an ``nn.Module``."""
+        options, and validate them. ``example_inputs`` belong to an ``nn.Module``. The layout is
+        a :class:`Layout` or the keywords ``data_parallel``, ``tensor_parallel``,
+        ``pipeline_parallel``, ``micro_batch_size``, ``recompute``, ``zero``, ``schedule``.
+        ``--mode generate`` without an ``engine`` is served by :data:`DEFAULT_ENGINE`; the
+        precision not given is fp32 (``generate``: fp16; ``None`` = chosen later, per device)."""
         if isinstance(model, Workload):
             raise PerfcastError("already a Workload: use .replace() to change it")
+        unknown = sorted(set(layout_keywords) - set(LAYOUT_KEYWORDS))
+        if unknown:
+            raise PerfcastError(f"unknown workload keyword(s) {', '.join(unknown)}")
+        lay = _layout_of(layout, dict(layout_keywords))
+        if mode == "generate" and engine is None:
+            engine = DEFAULT_ENGINE
+        if precision is _MODE_DEFAULT:
+            precision = "fp16" if mode == "generate" else "fp32"
         if isinstance(model, (str, ModelSpec)):
             spec = ModelSpec.parse(model)
             if example_inputs is not None:
@@ -350,7 +491,8 @@ class Workload:
         else:
             spec = ModelSpec.of_object(model, example_inputs)
         w = cls(model=spec, batch_size=batch_size, input_size=parse_input_size(input_size),
-                seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer)
+                seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
+                input_len=input_len, output_len=output_len, engine=engine, layout=lay)
         w.validate()
         return w
 
@@ -399,10 +541,22 @@ class Workload:
         if self.batch_size is not None:
             _positive("batch size", self.batch_size)
         _choice("mode", self.mode, MODES)
+        generate = self.mode == "generate"
         if self.precision is not None:
-            _choice("precision", self.precision, PRECISIONS)
+            if generate:
+                if self.precision not in GENERATE_PRECISIONS:
+                    raise unknown_choice("generation precision", self.precision,
+                                         GENERATE_PRECISIONS)
+            elif self.precision in GENERATE_PRECISIONS and self.precision not in PRECISIONS:
+                raise PerfcastError(f"precision {self.precision} is weight-only quantization "
+                                    f"for LLM serving (--mode generate); a model run takes "
+                                    f"{', '.join(PRECISIONS)}")
+            else:
+                _choice("precision", self.precision, PRECISIONS)
         if self.optimizer is not None:
             _choice("optimizer", self.optimizer, OPTIMIZERS)
+        self._validate_generation()
+        self._validate_layout()
         if self.seq_len is not None:
             _positive("sequence length", self.seq_len, " (tokens)")
         if self.input_size is not None:
@@ -431,13 +585,175 @@ class Workload:
             raise PerfcastError(f"{label} takes --input-size (its per-sample input shape), not "
                                 f"--seq-len")
 
+    def _validate_generation(self) -> None:
+        """``--mode generate``: an ``hf:`` model, token counts instead of input sizes, a known
+        engine; outside it none of its options."""
+        given = [name for name, v in (("--input-len", self.input_len),
+                                      ("--output-len", self.output_len),
+                                      ("--engine", self.engine)) if v is not None]
+        if self.mode != "generate":
+            if given:
+                raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
+            return
+        if self.model.kind != "hf":
+            raise PerfcastError(f"--mode generate serves Hugging Face decoder LLMs (hf:ID or "
+                                f"hf:path/config.json), not {self.model.text!r}")
+        for name, v in (("--input-len", self.input_len), ("--output-len", self.output_len)):
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise PerfcastError(f"{name} must be a positive integer, got {v!r}")
+                if v > MAX_SIZE:
+                    raise PerfcastError(f"{name} must be ≤ {MAX_SIZE:,}, got {v:,}")
+        bad = [k for k, v in (("--input-size", self.input_size), ("--seq-len", self.seq_len))
+               if v is not None]
+        if bad:
+            raise PerfcastError(f"{', '.join(bad)} do not apply to --mode generate (use "
+                                f"--input-len / --output-len)")
+        if self.engine is not None:
+            _choice("engine", self.engine, ENGINES)
+
+    def require_lengths(self, *names: str) -> None:
+        """Raise the one-line error of a ``generate`` request without ``input_len`` /
+        ``output_len`` (``names``: which of them this use needs; default both)."""
+        for name in names or ("input_len", "output_len"):
+            if getattr(self, name) is None:
+                raise PerfcastError(f"--mode generate needs --{name.replace('_', '-')} (tokens)")
+
+    def _validate_layout(self) -> None:
+        """The layout's fields, and the rules between them and the rest of the request (those
+        against the model's shape: :meth:`check_layout`)."""
+        lay = self.layout
+        if not isinstance(lay, Layout):
+            raise PerfcastError(f"layout must be a perfcast.workload.Layout, not "
+                                f"{type(lay).__name__}")
+        lay.validate()
+        if self.mode == "generate":
+            others = [o for o in lay.non_default() if o != "--tensor-parallel"]
+            if others:
+                raise PerfcastError(f"{', '.join(others)} apply to --mode train only (--mode "
+                                    f"generate takes --tensor-parallel)")
+            if lay.tensor > MAX_SERVING_DEVICES:
+                raise PerfcastError(f"--tensor-parallel must be ≤ {MAX_SERVING_DEVICES}, got "
+                                    f"{lay.tensor}")
+            return
+        if self.mode != "train":
+            given = lay.non_default()
+            if given:
+                also = (" (--tensor-parallel also to --mode generate)"
+                        if "--tensor-parallel" in given else "")
+                raise PerfcastError(f"{', '.join(given)} "
+                                    f"{'applies' if len(given) == 1 else 'apply'} to --mode "
+                                    f"train{also}, not --mode {self.mode}")
+            return
+        if (lay.tensor > 1 or lay.pipeline > 1) and self.model.kind != "hf":
+            raise PerfcastError(f"tensor and pipeline parallelism split a transformer's layers "
+                                f"(hf: models); {self.model.text} takes --data-parallel (and "
+                                f"--zero, --micro-batch-size) only")
+        if lay.pipeline == 1 and lay.schedule != "1f1b":
+            raise PerfcastError(f"--schedule {lay.schedule} orders a pipeline's micro-batches; "
+                                f"it needs --pipeline-parallel > 1")
+        if lay.zero >= 2 and lay.pipeline > 1:
+            raise PerfcastError(f"--zero {lay.zero} shards the gradients over the data-parallel "
+                                f"replicas during the backward pass, which pipeline "
+                                f"parallelism does not support (DeepSpeed refuses ZeRO-2/3 "
+                                f"with pipeline stages); use --zero 1 or --pipeline-parallel 1")
+        b, d, m = self.batch_size, lay.data, lay.micro_batch
+        if b is not None:
+            if m is not None and b % (d * m):
+                raise PerfcastError(f"the global batch {b:,} (--batch-size) is not a multiple "
+                                    f"of D·m = {d} × {m} = {d * m:,} (--data-parallel × "
+                                    f"--micro-batch-size): each replica runs whole "
+                                    f"micro-batches")
+            if b % d:
+                raise PerfcastError(f"the global batch {b:,} (--batch-size) does not divide "
+                                    f"among --data-parallel {d} replicas")
+            if lay.schedule == "interleaved" and m is not None \
+                    and (b // (d * m)) % lay.pipeline:
+                raise PerfcastError(f"--schedule interleaved needs the micro-batches per "
+                                    f"replica (B / (D·m) = {b // (d * m)}) to be a multiple "
+                                    f"of --pipeline-parallel {lay.pipeline} (Megatron's rule)")
+
+    def check_layout(self, *, layers: int, heads: int, hidden: int, kv_heads: int | None = None,
+                     gpus: int | None = None, name: str | None = None) -> None:
+        """The layout against the model's shape (``layers`` transformer blocks, ``heads``
+        attention heads of which ``kv_heads`` key/value heads, width ``hidden``) and, with
+        ``gpus``, the GPUs one has: T divides the heads, the KV heads and the width, P divides
+        the layers (each stage holds L/P; interleaved: L/(P·v)), T·P·D = ``gpus``. Exit 2
+        naming the rule broken."""
+        lay, label = self.layout, name or self.model.text
+        t, p = lay.tensor, lay.pipeline
+        if gpus is not None and lay.gpus != gpus:
+            raise PerfcastError(f"the layout uses T·P·D = {t}·{p}·{lay.data} = {lay.gpus:,} "
+                                f"GPUs, not the {gpus:,} of --gpus")
+        if t > 1:
+            if heads % t:
+                ok = [d for d in range(1, heads + 1) if heads % d == 0 and hidden % d == 0]
+                raise PerfcastError(f"--tensor-parallel {t} does not divide {label}'s {heads} "
+                                    f"attention heads (each GPU holds heads / T; use one of "
+                                    f"{', '.join(map(str, ok))})")
+            if hidden % t:
+                raise PerfcastError(f"--tensor-parallel {t} does not divide {label}'s hidden "
+                                    f"size {hidden:,} (the column / row-parallel matrices are "
+                                    f"split T ways)")
+            if kv_heads and kv_heads != heads and kv_heads % t:
+                raise PerfcastError(f"--tensor-parallel {t} does not divide {label}'s "
+                                    f"{kv_heads} key/value heads (Megatron splits the query "
+                                    f"groups T ways)")
+        if p > layers:
+            raise PerfcastError(f"--pipeline-parallel {p} is more stages than {label}'s "
+                                f"{layers} layers")
+        if layers % p:
+            raise PerfcastError(f"--pipeline-parallel {p} does not divide {label}'s {layers} "
+                                f"layers (each stage holds L / P of them)")
+        if lay.schedule == "interleaved" and layers % (p * INTERLEAVED_CHUNKS):
+            raise PerfcastError(f"--schedule interleaved gives each of the {p} stages "
+                                f"{INTERLEAVED_CHUNKS} chunks: {label}'s {layers} layers must "
+                                f"divide by P·{INTERLEAVED_CHUNKS} = {p * INTERLEAVED_CHUNKS}")
+
+    def check_serving(self, arch: Any, *, input_len: int | None = None) -> None:
+        """``--mode generate`` against the LLM's shape (``arch``: an
+        :class:`~perfcast.llm.arch.LLMArch` — ``model_id``, ``layers``, ``heads``,
+        ``kv_heads``, ``max_positions``): the context (``input_len``, default the request's, +
+        ``output_len``) within its positions; tensor parallelism (every engine but llama.cpp)
+        dividing the attention heads and dividing or being a multiple of the KV heads (vLLM's
+        rule); llama.cpp's layer split no more devices than layers. Exit 2 naming the rule."""
+        i = self.input_len if input_len is None else input_len
+        o = self.output_len or 0
+        if arch.max_positions and i is not None and i + o > arch.max_positions:
+            raise PerfcastError(f"{arch.model_id} holds at most {arch.max_positions:,} "
+                                f"positions; input {i:,} + output {o:,} = {i + o:,} tokens")
+        tp = self.layout.tensor
+        if self.engine == "llama.cpp":
+            if tp > arch.layers:
+                raise PerfcastError(f"llama.cpp splits {arch.model_id}'s {arch.layers} layers "
+                                    f"across devices; --tensor-parallel {tp} is more devices "
+                                    f"than layers")
+            return
+        ok = [t for t in range(1, MAX_SERVING_DEVICES + 1) if arch.heads % t == 0
+              and (arch.kv_heads % t == 0 if arch.kv_heads >= t else t % arch.kv_heads == 0)]
+        if arch.heads % tp:
+            raise PerfcastError(f"--tensor-parallel {tp} does not divide {arch.model_id}'s "
+                                f"{arch.heads} attention heads (use one of "
+                                f"{', '.join(map(str, ok))})")
+        if tp not in ok:
+            raise PerfcastError(f"--tensor-parallel {tp} neither divides {arch.model_id}'s "
+                                f"{arch.kv_heads} KV heads nor is a multiple of them (use one "
+                                f"of {', '.join(map(str, ok))})")
+
     def replace(self, **changes: Any) -> Workload:
-        """A validated copy with ``changes`` (``input_size`` may be a string)."""
+        """A validated copy with ``changes`` (``input_size`` may be a string; the layout's
+        keywords — ``tensor_parallel`` … — change the layout)."""
         if "input_size" in changes:
             changes["input_size"] = parse_input_size(changes["input_size"])
+        if any(k in LAYOUT_KEYWORDS for k in changes):
+            changes["layout"] = _layout_of(changes.pop("layout", self.layout), changes)
         w = dataclasses.replace(self, **changes)
         w.validate()
         return w
+
+    def single_device(self) -> Workload:
+        """This workload without its layout: what one device runs (the same global batch)."""
+        return self if self.layout == Layout() else self.replace(layout=Layout())
 
     # ----------------------------------------------------------------------------- views
     @property
@@ -448,6 +764,25 @@ class Workload:
     @property
     def train(self) -> bool:
         return self.mode == "train"
+
+    @property
+    def generate(self) -> bool:
+        return self.mode == "generate"
+
+    @property
+    def tensor_parallel(self) -> int:
+        """T: tensor-parallel GPUs (training) or serving devices (``generate``)."""
+        return self.layout.tensor
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the workload runs on (T·P·D)."""
+        return self.layout.gpus
+
+    @property
+    def distributed(self) -> bool:
+        """A training workload over more than one GPU (or with a parallel-training option)."""
+        return self.mode == "train" and self.layout.parallel
 
     @property
     def train_optimizer(self) -> str | None:
@@ -475,6 +810,9 @@ class Workload:
             raise PerfcastError("the workload's precision is not chosen yet")
         from perfcast.graph import GRAPH_FORMAT_VERSION
 
+        if self.mode not in GRAPH_MODES or self.layout != Layout():
+            raise PerfcastError(f"a graph is traced for one device in --mode infer or train; "
+                                f"this workload is {self}")
         doc = {"spec": self.model.text, "kind": self.model.kind, "batch": self.batch_size,
                "input": list(self.input_size) if self.input_size else None, "seq": self.seq_len,
                "mode": self.mode, "precision": self.precision,
@@ -502,17 +840,28 @@ class Workload:
         return "_".join(p for p in parts if p)
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-able dict (``model`` is the spec text; ``input_size`` a list or None)."""
-        return {"model": self.model.text, "batch_size": self.batch_size,
-                "input_size": list(self.input_size) if self.input_size else None,
-                "seq_len": self.seq_len, "mode": self.mode, "precision": self.precision,
-                "optimizer": self.train_optimizer}
+        """Flat JSON-able dict (``model`` is the spec text; ``input_size`` a list or None); the
+        generation fields in ``--mode generate``, the layout's when it is not one device's."""
+        d = {"model": self.model.text, "batch_size": self.batch_size,
+             "input_size": list(self.input_size) if self.input_size else None,
+             "seq_len": self.seq_len, "mode": self.mode, "precision": self.precision,
+             "optimizer": self.train_optimizer}
+        if self.mode == "generate":
+            d.update(input_len=self.input_len, output_len=self.output_len, engine=self.engine,
+                     tensor_parallel=self.layout.tensor)
+        elif self.layout != Layout():
+            d.update(self.layout.to_dict())
+        return d
 
     def __str__(self) -> str:
-        size = (f"input {self.input_size_text}" if self.input_size else
-                f"seq {self.seq_len}" if self.seq_len else "default input")
+        if self.mode == "generate":
+            size = f"{self.input_len or '?'} → {self.output_len or '?'} tokens, {self.engine}"
+        else:
+            size = (f"input {self.input_size_text}" if self.input_size else
+                    f"seq {self.seq_len}" if self.seq_len else "default input")
+        lay = f", {self.layout}" if self.layout != Layout() else ""
         return (f"{self.model.text} ({self.mode}, {self.precision or 'auto precision'}, "
-                f"batch {self.batch_size or 'default'}, {size})")
+                f"batch {self.batch_size or 'default'}, {size}{lay})")
 
 
 def _is_module(obj: Any) -> bool:
@@ -575,6 +924,8 @@ def _versions(packages: tuple[str, ...] = ("torch", "timm", "transformers", "onn
     return tuple(out)
 
 
-__all__ = ["DEFAULT_OPTIMIZER", "INPUT_KINDS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS",
-           "PRECISIONS", "SpecKind", "Workload", "file_kind", "object_kind", "parse_input_size",
-           "register_spec_kind", "spec_kind", "spec_kinds"]
+__all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "GENERATE_PRECISIONS", "GRAPH_MODES",
+           "INPUT_KINDS", "INTERLEAVED_CHUNKS", "LAYOUT_KEYWORDS", "LAYOUT_OPTIONS", "Layout",
+           "MAX_GPUS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE",
+           "SCHEDULES", "SpecKind", "Workload", "ZERO_STAGES", "file_kind", "object_kind",
+           "parse_input_size", "register_spec_kind", "spec_kind", "spec_kinds"]

@@ -38,3 +38,28 @@ def test_llama2_7b_graph_without_network_within_memory_budget():
     assert d["params"] == pytest.approx(6.74e9, rel=0.01)
     assert d["op_counts"]["sdpa"] == 32
     assert peak_mb < 4096  # max RSS over this and earlier child processes
+
+
+def test_predict_answers_every_mode_as_the_command_does(capsys):
+    """Issue #33: ``perfcast.predict`` takes ``--mode generate`` like the command (one
+    Workload), and the decisions that cover one device's step say where generation is."""
+    import json
+
+    import perfcast
+    from perfcast.cli import main
+
+    kw = dict(device="h100-sxm", mode="generate", input_len=256, output_len=32, batch_size=4,
+              tensor_parallel=2, engine="vllm")
+    p = perfcast.predict("hf:meta-llama/Llama-2-7b-hf", **kw)
+    assert main(["predict", "hf:meta-llama/Llama-2-7b-hf", "--device", "h100-sxm", "--mode",
+                 "generate", "--input-len", "256", "--output-len", "32", "--batch-size", "4",
+                 "--tensor-parallel", "2", "--engine", "vllm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(p.to_dict()))
+    assert p.engine == "vllm" and p.tensor_parallel == 2 and p.precision == "fp16"
+    with pytest.raises(PerfcastError, match="do not apply to --mode generate"):
+        perfcast.predict("hf:meta-llama/Llama-2-7b-hf", predictor="xgboost", **kw)
+    with pytest.raises(PerfcastError, match="--mode generate needs --output-len"):
+        perfcast.predict("hf:meta-llama/Llama-2-7b-hf", device="h100-sxm", mode="generate",
+                         input_len=8)
+    assert main(["rank", "hf:gpt2", "--mode", "generate"]) == 2
+    assert "perfcast predict, fit and cost --mode generate" in capsys.readouterr().err

@@ -153,16 +153,18 @@ def test_generate_on_a_spec_file(tmp_path, capsys):
 def test_kv_cache_per_device_under_tensor_parallelism_by_hand():
     """Llama-3-70B (GQA, 8 KV heads): TP 8 holds one KV head per GPU; TP 16 cannot split 8
     heads further, so each is replicated (vLLM) — the per-device cache stays one head's."""
-    from perfcast.generation import GenerationRequest, memory_per_device
+    from perfcast.generation import memory_per_device, resolve
     from perfcast.llm.arch import kv_heads_per_device, llm_arch
+    from perfcast.workload import Workload
 
     a = llm_arch("hf:meta-llama/Meta-Llama-3-70B")
     assert (a.layers, a.kv_heads, a.head_dim) == (80, 8, 128)
     per_head = 2 * 80 * 128 * 2  # K and V × 80 layers × 128 dims × 2 bytes, per token
     for tp, heads in ((1, 8), (2, 4), (8, 1), (16, 1)):
         assert kv_heads_per_device(a, tp) == heads
-        r = GenerationRequest("hf:meta-llama/Meta-Llama-3-70B", 1000, 24, batch_size=4,
-                              tensor_parallel=tp)
+        r = resolve(Workload.of("hf:meta-llama/Meta-Llama-3-70B", mode="generate",
+                                input_len=1000, output_len=24, batch_size=4,
+                                tensor_parallel=tp))
         kv = memory_per_device(a, r)["kv_cache"]
         assert kv == pytest.approx(4 * 1024 * heads * per_head / 2**20)  # 1,024 = 64 blocks
         assert memory_per_device(a, r)["weights"] == pytest.approx(
@@ -258,8 +260,9 @@ def test_fit_generate_by_hand(capsys):
 
 def test_fit_generate_largest_context(capsys):
     from perfcast.devices import get_device
-    from perfcast.generation import GenerationRequest, memory_per_device
+    from perfcast.generation import memory_per_device, resolve
     from perfcast.llm.arch import llm_arch
+    from perfcast.workload import Workload
 
     # one request: Llama-2-7B's 4,096 positions bind before memory does
     assert main(["fit", "hf:meta-llama/Llama-2-7b-hf", "--mode", "generate", "--device",
@@ -275,7 +278,8 @@ def test_fit_generate_largest_context(capsys):
     arch, cap = llm_arch("hf:meta-llama/Llama-2-7b-hf"), 0.9 * get_device("a100-40gb").memory_mb
 
     def need(i):
-        r = GenerationRequest("hf:meta-llama/Llama-2-7b-hf", i, 256, batch_size=32)
+        r = resolve(Workload.of("hf:meta-llama/Llama-2-7b-hf", mode="generate", input_len=i,
+                                output_len=256, batch_size=32))
         return sum(memory_per_device(arch, r).values())
 
     assert need(d["max_input_len"]) <= cap < need(d["max_input_len"] + 1)
@@ -461,10 +465,9 @@ def test_generate_imports_neither_torch_nor_transformers_once_cached(tmp_path, m
     path.write_text(json.dumps(arch.to_dict()))
     env = {**os.environ, "PERFCAST_CACHE_DIR": str(tmp_path / "graphs")}
     code = ("import sys, json\n"
-            "from perfcast.generation import GenerationRequest, predict_generation\n"
-            "from perfcast.devices import get_device\n"
-            "p = predict_generation(GenerationRequest('hf:mistralai/Mistral-7B-v0.1', 64, 64,"
-            " batch_size=4), get_device('a100-40gb'))\n"
+            "import perfcast\n"
+            "p = perfcast.predict('hf:mistralai/Mistral-7B-v0.1', device='a100-40gb',"
+            " mode='generate', input_len=64, output_len=64, batch_size=4)\n"
             "print(json.dumps([p.time_ms > 0, 'torch' in sys.modules,"
             " 'transformers' in sys.modules]))")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -110,3 +110,98 @@ def test_optimizer_none_is_forward_and_backward_only():
     assert est.optimizer_state_mb == 0 and est.grad_mb > 0
     m = measure(MeasureConfig(w), warmup=0, iters=2, device="cpu", track_memory=False)
     assert m.status == "ok" and m.time_ms_median > 0
+
+
+# --------------------------------------------------------------------- issue #33: one request
+GPT3_XL = "hf:/work/shared/data/neusight/model_configs/gpt3_xl.json"
+
+
+def test_generation_is_a_workload():
+    w = Workload.of("hf:meta-llama/Llama-2-7b-hf", mode="generate", input_len=512,
+                    output_len=64, batch_size=8, tensor_parallel=2)
+    assert (w.engine, w.precision, w.tensor_parallel) == ("vllm", "fp16", 2)
+    assert w.to_dict()["engine"] == "vllm" and w.to_dict()["input_len"] == 512
+    assert w.replace(engine="llama.cpp").engine == "llama.cpp"
+    assert Workload.of("hf:gpt2", mode="generate", precision="int4").precision == "int4"
+    with pytest.raises(PerfcastError, match="a graph is traced for one device"):
+        w.key()
+
+
+@pytest.mark.parametrize("model,kw,needle", [
+    ("timm:resnet18", {"mode": "generate"}, "Hugging Face decoder LLMs"),
+    ("hf:gpt2", {"mode": "generate", "precision": "amp"}, "generation precision 'amp'"),
+    ("hf:gpt2", {"precision": "int4"}, "weight-only quantization"),
+    ("hf:gpt2", {"mode": "generate", "engine": "vlm"}, "did you mean 'vllm'"),
+    ("hf:gpt2", {"mode": "generate", "output_len": 0}, "--output-len must be a positive"),
+    ("hf:gpt2", {"mode": "generate", "seq_len": 8}, "do not apply to --mode generate"),
+    ("hf:gpt2", {"input_len": 8}, "--input-len apply to --mode generate only"),
+    ("hf:gpt2", {"engine": "vllm", "mode": "train"}, "--engine apply to --mode generate only"),
+    ("hf:gpt2", {"mode": "generate", "tensor_parallel": 65}, "≤ 64"),
+    ("hf:gpt2", {"mode": "generate", "data_parallel": 2}, "--data-parallel apply to --mode train"),
+    ("hf:gpt2", {"tensor_parallel": 2}, "--tensor-parallel applies to --mode train (--tensor-parallel also"),
+])
+def test_generation_options_are_validated_once(model, kw, needle):
+    with pytest.raises(PerfcastError, match=needle.replace("(", r"\(")) as info:
+        Workload.of(model, **kw)
+    assert info.value.exit_code == 2 and "\n" not in str(info.value)
+
+
+def test_serving_layout_against_the_llm():
+    from perfcast.llm.arch import llm_arch
+
+    a = llm_arch("hf:Qwen/Qwen2-7B")  # 28 heads, 4 KV heads
+    w = Workload.of("hf:Qwen/Qwen2-7B", mode="generate", input_len=16, output_len=16)
+    w.replace(tensor_parallel=4).check_serving(a)
+    with pytest.raises(PerfcastError, match="KV heads"):
+        w.replace(tensor_parallel=7).check_serving(a)
+    with pytest.raises(PerfcastError, match="does not divide"):
+        w.replace(tensor_parallel=3).check_serving(a)
+    w.replace(tensor_parallel=7, engine="llama.cpp").check_serving(a)  # layers split
+    with pytest.raises(PerfcastError, match="positions"):
+        w.replace(input_len=10**6).check_serving(a)
+
+
+@pytest.mark.parametrize("model,kw,needle", [
+    ("hf:gpt2", {"mode": "train", "batch_size": 6, "data_parallel": 4}, "does not divide among"),
+    ("hf:gpt2", {"mode": "train", "batch_size": 12, "data_parallel": 2, "micro_batch_size": 4},
+     "not a multiple of D·m = 2 × 4"),
+    ("hf:gpt2", {"mode": "train", "pipeline_parallel": 2, "zero": 2}, "ZeRO-2/3"),
+    ("hf:gpt2", {"mode": "train", "schedule": "gpipe"}, "needs --pipeline-parallel > 1"),
+    ("timm:resnet50", {"mode": "train", "tensor_parallel": 2}, "takes --data-parallel"),
+    ("hf:gpt2", {"data_parallel": 2}, "--data-parallel applies to --mode train, not --mode infer"),
+    ("hf:gpt2", {"mode": "train", "zero": 4}, "unknown ZeRO stage 4"),
+    ("hf:gpt2", {"mode": "train", "recompute": "some"}, "unknown recompute"),
+    ("hf:gpt2", {"mode": "train", "data_parallel": 0}, "--data-parallel must be a positive"),
+    ("hf:gpt2", {"mode": "train", "micro_batch_size": -1}, "--micro-batch-size must be"),
+    ("hf:gpt2", {"mode": "train", "data_parallel": 2**20, "tensor_parallel": 2}, "at most"),
+    ("hf:gpt2", {"mode": "train", "batch_size": 16, "data_parallel": 2, "micro_batch_size": 4,
+                 "pipeline_parallel": 4, "schedule": "interleaved"}, "Megatron's rule"),
+])
+def test_layout_rules(model, kw, needle):
+    with pytest.raises(PerfcastError, match=needle) as info:
+        Workload.of(model, **kw)
+    assert info.value.exit_code == 2 and "\n" not in str(info.value)
+
+
+def test_layout_against_the_model_shape():
+    w = Workload.of("hf:gpt2", mode="train", batch_size=8, data_parallel=2, tensor_parallel=3,
+                    pipeline_parallel=2)
+    shape = dict(layers=24, heads=24, hidden=2304)
+    w.check_layout(**shape)
+    with pytest.raises(PerfcastError, match="hidden size 2,048"):
+        w.check_layout(**{**shape, "hidden": 2048})  # 3 divides the 24 heads, not the width
+    with pytest.raises(PerfcastError, match="does not divide gpt's hidden size 2,047"):
+        w.check_layout(**{**shape, "hidden": 2047}, name="gpt")
+    with pytest.raises(PerfcastError, match="does not divide gpt's 16 attention heads"):
+        w.check_layout(**{**shape, "heads": 16}, name="gpt")
+    with pytest.raises(PerfcastError, match="more stages than gpt's 1 layers"):
+        w.check_layout(**{**shape, "layers": 1}, name="gpt")
+    with pytest.raises(PerfcastError, match="does not divide gpt's 25 layers"):
+        w.check_layout(**{**shape, "layers": 25}, name="gpt")
+    with pytest.raises(PerfcastError, match=r"T·P·D = 3·2·2 = 12 GPUs, not the 8 of --gpus"):
+        w.check_layout(**shape, gpus=8)
+    with pytest.raises(PerfcastError, match="key/value heads"):
+        w.check_layout(**{**shape, "kv_heads": 4}, name="gpt")
+    assert w.gpus == 12 and w.distributed and w.layout.micro_batch is None
+    assert w.single_device().layout.gpus == 1
+    assert w.to_dict()["pipeline_parallel"] == 2

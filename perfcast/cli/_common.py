@@ -16,7 +16,15 @@ import typer
 from rich.console import Console
 
 from perfcast.errors import PerfcastError
-from perfcast.workload import MODES, OPTIMIZERS, PRECISIONS
+from perfcast.workload import (
+    ENGINES,
+    GENERATE_PRECISIONS,
+    MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
+    SCHEDULES,
+)
 
 out = Console()
 err = Console(stderr=True)
@@ -185,7 +193,40 @@ SeqLen = Annotated[int | None, typer.Option(
 Mode = Annotated[str, typer.Option("--mode", help=f"{_or(MODES)}.")]
 Precision = Annotated[str | None, typer.Option(
     "--precision", help=f"{_or(PRECISIONS)} (predictions default to the precision measured on "
-                        "that device and mode, else fp32).")]
+                        f"that device and mode, else fp32); --mode generate: "
+                        f"{_or(GENERATE_PRECISIONS)} (default fp16).")]
+# --mode generate (one Workload with the other modes: perfcast.workload)
+InputLen = Annotated[int | None, typer.Option(
+    "--input-len", help="--mode generate: prompt tokens per request.")]
+OutputLen = Annotated[int | None, typer.Option(
+    "--output-len", help="--mode generate: generated tokens per request.")]
+Engine = Annotated[str | None, typer.Option(
+    "--engine", "--framework", help=f"--mode generate: serving engine, {_or(ENGINES)} "
+                                    f"(default vllm).")]
+# the parallel layout (perfcast.workload.Layout)
+TensorParallel = Annotated[int, typer.Option(
+    "--tensor-parallel", help="GPUs splitting each layer (Megatron tensor parallelism: the "
+                              "matrices, heads and vocabulary split T ways); --mode generate: "
+                              "devices sharing the model.")]
+DataParallel = Annotated[int, typer.Option(
+    "--data-parallel", help="--mode train: data-parallel replicas (D); --batch-size is the "
+                            "global batch.")]
+PipelineParallel = Annotated[int, typer.Option(
+    "--pipeline-parallel", help="--mode train: pipeline stages (P), each holding L/P layers.")]
+MicroBatch = Annotated[int | None, typer.Option(
+    "--micro-batch-size", help="--mode train: samples per pipeline / gradient-accumulation "
+                               "micro-batch (default: the fastest that fits).")]
+Recompute = Annotated[str, typer.Option(
+    "--recompute", help=f"--mode train: activation recomputation, {_or(RECOMPUTE)}.")]
+Zero = Annotated[int, typer.Option(
+    "--zero", help="--mode train: ZeRO stage — 1 shards the optimizer state over the "
+                   "data-parallel replicas, 2 the gradients too, 3 the weights too.")]
+Schedule = Annotated[str, typer.Option(
+    "--schedule", help=f"--mode train: pipeline schedule, {_or(SCHEDULES)}.")]
+Cluster = Annotated[str | None, typer.Option(
+    "--cluster", help="--mode train over GPUs: cluster JSON with gpus_per_node, "
+                      "intra_node_gbs, inter_node_gbs (per-GPU unidirectional GB/s) and "
+                      "optional latencies (default: the device's servers, perfcast devices).")]
 Optimizer = Annotated[str, typer.Option("--optimizer",
                                         help=f"Training optimizer: {_or(OPTIMIZERS)}.")]
 Predictor = Annotated[str | None, typer.Option(

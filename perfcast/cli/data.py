@@ -42,7 +42,8 @@ from perfcast.cli._common import (
 )
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import check_output_dir, check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER, MODES
+from perfcast.workload import DEFAULT_OPTIMIZER
+from perfcast.workload import GRAPH_MODES as MODES
 
 app = typer.Typer()
 

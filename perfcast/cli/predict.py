@@ -16,6 +16,8 @@ from perfcast.cli._common import (
     PANEL_PREDICT,
     BatchSize,
     Device,
+    Engine,
+    InputLen,
     InputSize,
     Json,
     Margin,
@@ -23,12 +25,14 @@ from perfcast.cli._common import (
     Model,
     NoCache,
     Optimizer,
+    OutputLen,
     OverheadMb,
     Precision,
     Predictor,
     Provider,
     SeqLen,
     Store,
+    TensorParallel,
     optional_model,
     out,
     print_json,
@@ -91,16 +95,10 @@ def predict(
     threads: Annotated[int | None, typer.Option(
         "--threads", help="CPU threads the model runs with (CPU devices; default: this "
                           "machine's cores).")] = None,
-    input_len: Annotated[int | None, typer.Option(
-        "--input-len", help="--mode generate: prompt tokens per request.")] = None,
-    output_len: Annotated[int | None, typer.Option(
-        "--output-len", help="--mode generate: generated tokens per request.")] = None,
-    framework: Annotated[str, typer.Option(
-        "--framework", help="--mode generate: serving engine — vllm, trt-llm, llama.cpp, "
-                            "deepspeed-mii or hf.")] = "vllm",
-    tensor_parallel: Annotated[int, typer.Option(
-        "--tensor-parallel", help="--mode generate: devices sharing the model (tensor "
-                                  "parallelism).")] = 1,
+    input_len: InputLen = None,
+    output_len: OutputLen = None,
+    engine: Engine = None,
+    tensor_parallel: TensorParallel = 1,
     store: Store = None,
     coverage: Coverage = 0.9,
     power_limit: PowerLimit = None,
@@ -111,25 +109,25 @@ def predict(
     device (--store: measured values in place of predicted ones where the store has them). Devices without labeled data fall back to the roofline and the memory simulation.
     `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
     output token, tokens/s, memory per device (weights + KV cache), energy per token."""
-    from perfcast.api import predict as api_predict
+    from perfcast.api import parse_request, predict_request
+    from perfcast.devices import get_device
 
-    if mode == "generate":
-        _predict_generation(model, device, batch_size, input_len, output_len, framework,
-                            tensor_parallel, precision, as_json,
-                            ignored={"--input-size": input_size, "--seq-len": seq_len,
-                                     "--predictor": predictor, "--threads": threads,
-                                     "--store": store, "--power-limit": power_limit})
+    w, _ = parse_request(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
+                         mode=mode, precision=precision, optimizer=optimizer,
+                         input_len=input_len, output_len=output_len, engine=engine,
+                         tensor_parallel=tensor_parallel)
+    if w.generate:
+        bad = [k for k, v in {"--predictor": predictor, "--threads": threads, "--store": store,
+                              "--power-limit": power_limit}.items() if v is not None]
+        if bad:
+            raise PerfcastError(f"{', '.join(bad)} do not apply to --mode generate (use "
+                                f"--input-len / --output-len)")
+        w.require_lengths()
+        _print_generation(predict_request(w, get_device(device)), as_json)
         return
-    gen_only = {"--input-len": input_len, "--output-len": output_len,
-                "--framework": None if framework == "vllm" else framework,
-                "--tensor-parallel": None if tensor_parallel == 1 else tensor_parallel}
-    given = [k for k, v in gen_only.items() if v is not None]
-    if given:
-        raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
-    p = api_predict(model, device=device, batch_size=batch_size, input_size=input_size,
-                    seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
-                    predictor=predictor, use_cache=not no_cache, overlap_simulation=True,
-                    threads=threads, coverage=coverage, power_limit_w=power_limit)
+    p = predict_request(w, get_device(device), predictor=predictor, use_cache=not no_cache,
+                        overlap_simulation=True, threads=threads, coverage=coverage,
+                        power_limit_w=power_limit)
     if store:
         from perfcast.query import apply_measurements
 
@@ -176,26 +174,12 @@ MigDevice = Annotated[str, typer.Option(
     "--device", "-d", help="MIG GPU: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200 …")]
 
 
-def _predict_generation(model, device, batch_size, input_len, output_len, framework,
-                        tensor_parallel, precision, as_json, ignored) -> None:
-    """``predict --mode generate``: :func:`perfcast.generation.predict_generation`."""
-    from perfcast.devices import get_device
-    from perfcast.generation import DEFAULTS, GenerationRequest, predict_generation
-
-    bad = [k for k, v in ignored.items() if v is not None]
-    if bad:
-        raise PerfcastError(f"{', '.join(bad)} do not apply to --mode generate (use "
-                            f"--input-len / --output-len)")
-    req = GenerationRequest(model=model, input_len=input_len, output_len=output_len,
-                            batch_size=batch_size or DEFAULTS["batch_size"], framework=framework,
-                            tensor_parallel=tensor_parallel,
-                            precision=precision or DEFAULTS["precision"])
-    req.validate()  # before the device and the model are loaded
-    p = predict_generation(req, get_device(device))
+def _print_generation(p, as_json: bool) -> None:
+    """``predict --mode generate``: the :class:`~perfcast.generation.GenerationPrediction`."""
     if as_json:
         print_json(p.to_dict())
         return
-    t = Table(title=f"{p.model} on {p.tensor_parallel}× {p.device} — generate, {p.framework}, "
+    t = Table(title=f"{p.model} on {p.tensor_parallel}× {p.device} — generate, {p.engine}, "
                     f"{p.precision}, batch {p.batch_size}, {p.input_len} → {p.output_len} tokens")
     t.add_column("quantity")
     t.add_column("prediction", justify="right")
@@ -297,12 +281,9 @@ def fit(
     input_len: Annotated[int | None, typer.Option(
         "--input-len", help="--mode generate: prompt tokens per request (omit it to get the "
                             "largest prompt that fits).")] = None,
-    output_len: Annotated[int | None, typer.Option(
-        "--output-len", help="--mode generate: generated tokens per request.")] = None,
-    framework: Annotated[str, typer.Option(
-        "--framework", help="--mode generate: serving engine.")] = "vllm",
-    tensor_parallel: Annotated[int, typer.Option(
-        "--tensor-parallel", help="--mode generate: devices sharing the model.")] = 1,
+    output_len: OutputLen = None,
+    engine: Engine = None,
+    tensor_parallel: TensorParallel = 1,
     as_json: Json = False,
 ):
     """Largest batch whose predicted peak memory (+ margin) fits the device or a MIG slice, with
@@ -312,9 +293,16 @@ def fit(
     from perfcast.decisions.fit import max_batch_size
 
     if mode == "generate":
-        _fit_generation(model, device, input_len, output_len, batch_size, framework,
+        _fit_generation(model, device, input_len, output_len, batch_size, engine,
                         tensor_parallel, precision, limit, as_json)
         return
+    for name, v in (("--batch-size", batch_size), ("--input-len", input_len),
+                    ("--output-len", output_len), ("--engine", engine)):
+        if v is not None:
+            raise PerfcastError(f"{name} applies to fit --mode generate only (fit searches "
+                                f"the batch)")
+    if tensor_parallel != 1:
+        raise PerfcastError("--tensor-parallel applies to fit --mode generate only")
 
     r = max_batch_size(model, device=device, mode=mode, precision=precision, margin=margin,
                        mig_profile=mig_profile, overhead_mb=overhead_mb, limit=limit, risk=risk,
@@ -339,43 +327,38 @@ def fit(
     print_notes(r.notes)
 
 
-def _fit_generation(model, device, input_len, output_len, batch_size, framework,
+def _fit_generation(model, device, input_len, output_len, batch_size, engine,
                     tensor_parallel, precision, limit, as_json) -> None:
     """``fit --mode generate``: the largest batch at given lengths, or the largest prompt."""
+    from perfcast.api import as_workload
     from perfcast.devices import get_device
-    from perfcast.generation import (
-        DEFAULTS,
-        GenerationRequest,
-        max_generation_batch,
-        max_generation_context,
-    )
+    from perfcast.generation import max_generation_batch, max_generation_context, resolve
 
     if input_len is not None and batch_size is not None:
-        raise PerfcastError("fit --mode generate answers the largest batch (give --input-len "
-                            "and --output-len) or the largest prompt (give --batch-size), "
+        raise PerfcastError("give --input-len (the largest batch is searched) or --batch-size "
+                            "(the longest prompt is searched, with --output-len), "
                             "not both")
-    req = GenerationRequest(model=model, input_len=input_len or 1,
-                            output_len=output_len if output_len is not None else 1,
-                            batch_size=batch_size or 1, framework=framework,
-                            tensor_parallel=tensor_parallel,
-                            precision=precision or DEFAULTS["precision"])
-    req.validate()
+    req = resolve(as_workload(model, mode="generate", batch_size=batch_size, precision=precision,
+                              input_len=input_len, output_len=output_len, engine=engine,
+                              tensor_parallel=tensor_parallel))
+    framework = req.engine
     dev = get_device(device)
     if input_len is not None:
         if output_len is None:
             raise PerfcastError("--mode generate needs --output-len (tokens)")
         b, p = max_generation_batch(req, dev, limit=limit)
         d = {"model": model, "device": dev.key, "mode": "generate", "max_batch_size": b,
-             "input_len": input_len, "output_len": output_len, "framework": framework,
+             "input_len": input_len, "output_len": output_len, "engine": framework,
              "tensor_parallel": tensor_parallel, "prediction": p.to_dict() if p else None}
         head = (f"largest batch that fits: [bold]{b:,}[/bold] requests of {input_len:,} + "
                 f"{output_len:,} tokens on {tensor_parallel}× {dev.key} ({framework})")
     else:
         i, limited, p = max_generation_context(req, dev)
+        req = req.replace(output_len=req.output_len or 1)
         d = {"model": model, "device": dev.key, "mode": "generate", "max_input_len": i,
              "max_context_tokens": i + req.output_len if i else 0, "limited_by": limited,
              "batch_size": req.batch_size, "output_len": req.output_len,
-             "framework": framework, "tensor_parallel": tensor_parallel,
+             "engine": framework, "tensor_parallel": tensor_parallel,
              "prediction": p.to_dict() if p else None}
         head = (f"longest prompt that fits: [bold]{i:,}[/bold] tokens (+ {req.output_len:,} "
                 f"generated = {d['max_context_tokens']:,} context) for {req.batch_size} "
@@ -423,14 +406,10 @@ def cost(
         "--pue", help="Data-centre PUE multiplying the energy.")] = 1.0,
     requests: Annotated[int | None, typer.Option(
         "--requests", help="--mode generate: requests to serve.")] = None,
-    input_len: Annotated[int | None, typer.Option(
-        "--input-len", help="--mode generate: prompt tokens per request.")] = None,
-    output_len: Annotated[int | None, typer.Option(
-        "--output-len", help="--mode generate: generated tokens per request.")] = None,
-    framework: Annotated[str, typer.Option(
-        "--framework", help="--mode generate: serving engine.")] = "vllm",
-    tensor_parallel: Annotated[int, typer.Option(
-        "--tensor-parallel", help="--mode generate: devices sharing the model.")] = 1,
+    input_len: InputLen = None,
+    output_len: OutputLen = None,
+    engine: Engine = None,
+    tensor_parallel: TensorParallel = 1,
     as_json: Json = False,
 ):
     """Hours, USD, kWh and kg CO2e of a job: predicted (or given) time per batch × iterations,
@@ -454,16 +433,16 @@ def cost(
                 raise PerfcastError(f"cost --mode generate needs {name}")
         if model is None:
             raise PerfcastError("cost --mode generate needs a model (hf:ID)")
-        c = estimate_generation_cost(model, device=device, requests=requests,
-                                     input_len=input_len, output_len=output_len,
-                                     batch_size=batch_size or 1, framework=framework,
-                                     tensor_parallel=tensor_parallel,
-                                     precision=precision or "fp16", provider=provider,
+        from perfcast.api import as_workload
+
+        w = as_workload(model, mode="generate", batch_size=batch_size, precision=precision,
+                        input_len=input_len, output_len=output_len, engine=engine,
+                        tensor_parallel=tensor_parallel)
+        c = estimate_generation_cost(w, device=device, requests=requests, provider=provider,
                                      price_per_hour=price_per_hour, region=region, pue=pue)
     else:
         gen_only = {"--requests": requests, "--input-len": input_len,
-                    "--output-len": output_len,
-                    "--framework": None if framework == "vllm" else framework,
+                    "--output-len": output_len, "--engine": engine,
                     "--tensor-parallel": None if tensor_parallel == 1 else tensor_parallel}
         given = [k for k, v in gen_only.items() if v is not None]
         if given:

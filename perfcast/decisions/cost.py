@@ -240,19 +240,23 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     return out
 
 
-def estimate_generation_cost(model: str, *, device: str, requests: int, input_len: int,
-                             output_len: int, batch_size: int = 1, framework: str = "vllm",
-                             tensor_parallel: int = 1, precision: str = "fp16",
+def estimate_generation_cost(model, *, device: str, requests: int,
+                             input_len: int | None = None, output_len: int | None = None,
+                             batch_size: int | None = None, engine: str | None = None,
+                             tensor_parallel: int | None = None, precision: str | None = None,
                              provider: str | None = None, price_per_hour: float | None = None,
                              region: str | None = None, pue: float = 1.0) -> CostEstimate:
-    """Cost (USD), energy (kWh) and carbon (kg CO2e) of serving ``requests`` LLM requests of
-    ``input_len`` → ``output_len`` tokens in batches of ``batch_size`` on ``tensor_parallel``
-    devices: ``⌈requests / batch⌉`` batches (llama.cpp: one request at a time) × the predicted
+    """Cost (USD), energy (kWh) and carbon (kg CO2e) of serving ``requests`` LLM requests:
+    ``model`` is an ``hf:`` spec with the generation options (``input_len`` → ``output_len``
+    tokens in batches of ``batch_size`` (default 1) with ``engine`` on ``tensor_parallel``
+    devices) or a ready ``--mode generate`` :class:`~perfcast.workload.Workload`.
+    ``⌈requests / batch⌉`` batches (llama.cpp: one request at a time) × the predicted
     batch latency (:func:`perfcast.generation.predict_generation`); energy = the predicted
     energy per batch (power ∈ [idle, TDP] × devices × time) × batches × ``pue``; price per
     GPU-hour × devices; carbon from the grid tables as :func:`estimate_cost`."""
+    from perfcast.api import as_workload
     from perfcast.devices import get_device
-    from perfcast.generation import GenerationRequest, predict_generation
+    from perfcast.generation import predict_generation, resolve
 
     requests = _positive_int("requests", requests)
     pue = _positive("pue", pue)
@@ -260,16 +264,18 @@ def estimate_generation_cost(model: str, *, device: str, requests: int, input_le
         raise PerfcastError(f"pue must be >= 1 (facility energy / IT energy), got {pue:g}")
     if price_per_hour is not None:
         price_per_hour = _positive("price per hour", price_per_hour, allow_zero=True)
-    req = GenerationRequest(model=model, input_len=input_len, output_len=output_len,
-                            batch_size=batch_size, framework=framework,
-                            tensor_parallel=tensor_parallel, precision=precision)
-    req.validate()
+    req = resolve(as_workload(model, mode="generate", batch_size=batch_size, precision=precision,
+                              input_len=input_len, output_len=output_len, engine=engine,
+                              tensor_parallel=tensor_parallel))
+    req.require_lengths()
     dev = get_device(device)
     p = predict_generation(req, dev)
+    framework, tensor_parallel = req.engine, req.tensor_parallel
+    batch_size, input_len, output_len = req.batch_size, req.input_len, req.output_len
     per_batch = 1 if framework == "llama.cpp" else batch_size
     batches = math.ceil(requests / per_batch)
     hours = p.time_ms * batches / 3.6e6
-    out = CostEstimate(model=model, device=dev.key, mode="generate", precision=precision,
+    out = CostEstimate(model=req.spec, device=dev.key, mode="generate", precision=req.precision,
                        batch_size=batch_size, iterations=batches, time_ms_per_iteration=p.time_ms,
                        hours=hours, gpus=tensor_parallel,
                        provider=provider_name(provider) if provider else None, pue=pue,

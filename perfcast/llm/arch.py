@@ -282,36 +282,5 @@ def kv_heads_per_device(arch: LLMArch, tensor_parallel: int) -> int:
     return max(1, arch.kv_heads // max(1, tensor_parallel))
 
 
-def check_generation(arch: LLMArch, input_len: int, output_len: int, tensor_parallel: int,
-                     precision: str, engine: str = "vllm") -> None:
-    """Raise :class:`PerfcastError` (exit 2) for a request the model cannot serve: a context
-    beyond its positions; under tensor parallelism (every engine but llama.cpp) a device count
-    that does not divide the attention heads, or neither divides nor is a multiple of the KV
-    heads (vLLM's rule); under llama.cpp's layer split more devices than layers."""
-    if arch.max_positions and input_len + output_len > arch.max_positions:
-        raise PerfcastError(f"{arch.model_id} holds at most {arch.max_positions:,} positions; "
-                            f"input {input_len:,} + output {output_len:,} = "
-                            f"{input_len + output_len:,} tokens")
-    tp = tensor_parallel
-    if engine == "llama.cpp":
-        if tp > arch.layers:
-            raise PerfcastError(f"llama.cpp splits {arch.model_id}'s {arch.layers} layers "
-                                f"across devices; --tensor-parallel {tp} is more devices than "
-                                f"layers")
-    else:
-        ok = [t for t in range(1, 65) if arch.heads % t == 0
-              and (arch.kv_heads % t == 0 if arch.kv_heads >= t else t % arch.kv_heads == 0)]
-        if arch.heads % tp:
-            raise PerfcastError(f"--tensor-parallel {tp} does not divide {arch.model_id}'s "
-                                f"{arch.heads} attention heads (use one of "
-                                f"{', '.join(map(str, ok))})")
-        if tp not in ok:
-            raise PerfcastError(f"--tensor-parallel {tp} neither divides {arch.model_id}'s "
-                                f"{arch.kv_heads} KV heads nor is a multiple of them (use one "
-                                f"of {', '.join(map(str, ok))})")
-    if precision not in WEIGHT_BYTES:
-        raise PerfcastError(f"unknown serving precision {precision!r}")
-
-
 __all__ = ["KV_BYTES", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES", "arch_from_config",
-           "check_generation", "kv_heads_per_device", "llm_arch"]
+           "kv_heads_per_device", "llm_arch"]

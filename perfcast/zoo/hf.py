@@ -39,7 +39,7 @@ from torch import nn
 
 from perfcast.errors import ModelSpecError, reraise_interrupt
 from perfcast.paths import package_data
-from perfcast.workload import MODES
+from perfcast.workload import GRAPH_MODES as MODES
 from perfcast.zoo.moe import patch_for_tracing
 
 if TYPE_CHECKING:  # pragma: no cover
