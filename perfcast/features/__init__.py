@@ -9,27 +9,32 @@
   against another).
 """
 
-from perfcast.features.encode import (
-    EDGE_FEATURES,
-    GRAPH_LAYOUT_VERSION,
-    NODE_FEATURES,
-    TRAPPM_NODE_DIM,
-    edge_matrix,
-    node_matrix,
-)
-from perfcast.features.pyg import to_pyg
-from perfcast.features.records import (
-    FEATURE_LAYOUT_VERSION,
-    REF_BATCH,
-    STATIC_NAMES,
-    TARGETS,
-    FeatureSet,
-    GraphSummary,
-    build_feature_set,
-    graph_data,
-    learning_workload,
-    static_features,
-)
+import importlib
+
+#: Public names → the module defining them, imported on first use (PEP 562): the graph-level
+#: encoders are numpy only, while ``to_pyg`` needs torch / torch_geometric and the record level
+#: pandas — a cached prediction with a tree model loads neither.
+_LAZY = {
+    **dict.fromkeys(("EDGE_FEATURES", "GRAPH_LAYOUT_VERSION", "NODE_FEATURES", "TRAPPM_NODE_DIM",
+                     "edge_matrix", "node_matrix"), "perfcast.features.encode"),
+    "to_pyg": "perfcast.features.pyg",
+    **dict.fromkeys(("FEATURE_LAYOUT_VERSION", "REF_BATCH", "STATIC_NAMES", "TARGETS",
+                     "FeatureSet", "GraphSummary", "build_feature_set", "graph_data",
+                     "learning_workload", "static_features"), "perfcast.features.records"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'perfcast.features' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = ["EDGE_FEATURES", "FEATURE_LAYOUT_VERSION", "GRAPH_LAYOUT_VERSION", "NODE_FEATURES",
            "REF_BATCH", "STATIC_NAMES", "TARGETS", "TRAPPM_NODE_DIM", "FeatureSet", "GraphSummary",

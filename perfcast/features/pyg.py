@@ -35,8 +35,22 @@ class _DeferredPackage(types.ModuleType):
         return getattr(real, attr)
 
 
+def _is_torch_instance(obj, cls) -> bool:
+    """``torch_geometric.isinstance.is_torch_instance`` without importing ``torch._dynamo``:
+    a ``torch.compile``-d module (``torch._dynamo.OptimizedModule``) is checked by its original
+    module; when ``torch._dynamo`` was never imported no object can be one."""
+    dynamo = sys.modules.get("torch._dynamo")
+    compiled = getattr(dynamo, "OptimizedModule", None) if dynamo is not None else None
+    if compiled is not None and isinstance(obj, compiled):
+        return isinstance(obj._orig_mod, cls)
+    return isinstance(obj, cls)
+
+
 def import_pyg():
-    """``import torch_geometric`` without its unused eager sub-packages (see ``_DEFERRED``)."""
+    """``import torch_geometric`` without its unused eager sub-packages (see ``_DEFERRED``) and
+    without ``torch._dynamo``: PyG imports it (≈ 1 s, most of a cold GNN prediction) only for
+    ``torch_geometric.isinstance.is_torch_instance``, which gets the equivalent
+    :func:`_is_torch_instance` (it imports nothing)."""
     if "torch_geometric" not in sys.modules:
         spec = importlib.util.find_spec("torch_geometric")
         if spec is None or not spec.submodule_search_locations:
@@ -47,6 +61,11 @@ def import_pyg():
                 stub = _DeferredPackage(name)
                 stub.__path__ = [f"{root}/{name.rpartition('.')[2]}"]
                 sys.modules[name] = stub
+        if "torch_geometric.isinstance" not in sys.modules:
+            iso = types.ModuleType("torch_geometric.isinstance")
+            iso.__file__ = f"{root}/isinstance.py"
+            iso.is_torch_instance = _is_torch_instance
+            sys.modules["torch_geometric.isinstance"] = iso
     import warnings
 
     with warnings.catch_warnings():  # PyG's pooling modules call torch.jit.script at import

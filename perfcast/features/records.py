@@ -164,23 +164,32 @@ def static_features(s: GraphSummary, workload: Workload,
     return np.asarray(v, dtype=np.float32)
 
 
-def graph_data(g: ModelGraph):
-    """PyG ``Data`` of a learning graph: ``x`` (node matrix), ``edge_index``, ``edge_attr`` and,
-    for the roofline, ``op_flops`` / ``op_bytes`` per node (FLOPs and bytes moved at the graph's
-    batch, float64) and ``op_index`` (canonical op id)."""
-    import torch
-
-    from perfcast.features.pyg import to_pyg
-
-    d = to_pyg(g)
-    d.op_flops = torch.tensor([float(n.flops) for n in g.nodes], dtype=torch.float64)
+def op_arrays(g: ModelGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node of a learning graph, for the roofline: FLOPs and bytes moved (inputs + output +
+    parameters) at the graph's batch (float64) and the canonical op id (int64) — numpy only."""
+    flops = np.array([float(n.flops) for n in g.nodes], dtype=np.float64)
     moved = []
     for n in g.nodes:
         inb = sum(math.prod(int(x) for x in s) * _DTYPE_BYTES.get(dt, 4)
                   for s, dt in zip(n.input_shapes, n.input_dtypes))
         moved.append(float(inb + n.output_bytes + n.param_bytes))
-    d.op_bytes = torch.tensor(moved, dtype=torch.float64)
-    d.op_index = torch.tensor([_ops.op_index(n.op) for n in g.nodes], dtype=torch.long)
+    return (flops, np.array(moved, dtype=np.float64),
+            np.array([_ops.op_index(n.op) for n in g.nodes], dtype=np.int64))
+
+
+def graph_data(g: ModelGraph):
+    """PyG ``Data`` of a learning graph: ``x`` (node matrix), ``edge_index``, ``edge_attr`` and,
+    for the roofline, ``op_flops`` / ``op_bytes`` per node (FLOPs and bytes moved at the graph's
+    batch, float64) and ``op_index`` (canonical op id) — :func:`op_arrays`."""
+    import torch
+
+    from perfcast.features.pyg import to_pyg
+
+    d = to_pyg(g)
+    flops, moved, op_index = op_arrays(g)
+    d.op_flops = torch.from_numpy(flops)
+    d.op_bytes = torch.from_numpy(moved)
+    d.op_index = torch.from_numpy(op_index)
     d.ref_batch = int(g.meta.batch_size or 1)
     return d
 

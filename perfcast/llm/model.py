@@ -488,10 +488,10 @@ class LLMGenerationPredictor:
         self.engines_ = config.get("engines", {})
         self.booster_ = None
         if f"{prefix}booster" in tensors:
-            import xgboost as xgb
+            from perfcast.predictors.trees import load_booster
 
-            self.booster_ = xgb.Booster()
-            self.booster_.load_model(bytearray(tensors[f"{prefix}booster"].tobytes()))
+            # numpy trees (no XGBoost import); XGBoost itself for a model they do not cover
+            self.booster_ = load_booster(np.asarray(tensors[f"{prefix}booster"], np.uint8))
             # a loaded model answers a few rows at a time: one thread (OpenMP's start-up on
             # every core costs ≈ 25 ms per call on a busy machine, the trees < 1 ms)
             self.booster_.set_param({"nthread": 1})

@@ -79,7 +79,7 @@ class MemsimCache:
                 w = csv.writer(f)
                 w.writerow(MEMSIM_FIELDS)
                 for k, v in d.items():
-                    w.writerow([*k, "" if v is None else f"{v:.6f}"])
+                    w.writerow([*k, "" if v is None else repr(float(v))])
 
         try:
             write_file_atomically(self.path, write)
@@ -121,7 +121,8 @@ class MemsimCache:
             out = csv.writer(f)
             if new:
                 out.writerow(MEMSIM_FIELDS)
-            out.writerow([*k, "" if value is None else f"{value:.6f}"])
+            # full precision: a cached answer is the answer the simulation gave (bit for bit)
+            out.writerow([*k, "" if value is None else repr(float(value))])
 
     @staticmethod
     def simulate(w: Workload) -> float:

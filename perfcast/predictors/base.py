@@ -13,8 +13,10 @@ not match this perfcast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +28,45 @@ from perfcast.features.records import FEATURE_LAYOUT_VERSION, FeatureSet
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "weights.safetensors"
 FORMAT_VERSION = "1"
+
+
+#: torch threads a torch predictor answers with: its networks are small, and more threads on a
+#: busy machine spin in OpenMP instead of working (a cold ``perfcast predict --predictor
+#: dnnperf`` measured 5.1 s with 2 threads, 2.8 s with 1, on this 2-core machine)
+INFERENCE_THREADS = 1
+_threads_lock = threading.Lock()
+_threads_users = [0, None]  # predictions running, torch's thread count before the first
+
+
+@contextlib.contextmanager
+def inference_threads():
+    """torch at :data:`INFERENCE_THREADS` threads while any prediction runs (torch's setting is
+    per process: the first prediction in sets it, the last one out restores it — safe when
+    several threads predict at once)."""
+    import torch
+
+    with _threads_lock:
+        if _threads_users[0] == 0:
+            _threads_users[1] = torch.get_num_threads()
+            if _threads_users[1] > INFERENCE_THREADS:
+                torch.set_num_threads(INFERENCE_THREADS)
+        _threads_users[0] += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_users[0] -= 1
+            if _threads_users[0] == 0 and _threads_users[1] != torch.get_num_threads():
+                torch.set_num_threads(_threads_users[1])
+
+
+class LoadedArray(np.ndarray):
+    """A numpy array read from ``weights.safetensors`` for a ``state_format = "numpy"``
+    predictor — with ``torch.Tensor``'s ``.numpy()``, so state code written for tensors reads
+    it unchanged."""
+
+    def numpy(self) -> np.ndarray:
+        return self.view(np.ndarray)
 
 
 #: :meth:`Predictor.recalibrate` fits a slope from this many labeled records on (a scale below).
@@ -46,6 +87,10 @@ class Predictor:
     uses_graphs: ClassVar[bool] = True
     #: Does it read ``FeatureSet.plans`` (kernel plans, :mod:`perfcast.features.kernels`)?
     uses_plans: ClassVar[bool] = False
+    #: What :meth:`_set_state` receives from ``weights.safetensors``: ``"torch"`` tensors, or
+    #: ``"numpy"`` arrays (:class:`LoadedArray`, read without importing torch — the predictors
+    #: whose answers need no torch: trees, linear models, the numpy MLP).
+    state_format: ClassVar[str] = "torch"
 
     def __init__(self, **params: Any) -> None:
         self.params = dict(params)
@@ -193,7 +238,12 @@ class Predictor:
                                 f"ones this predictor was trained on")
         if len(data) == 0:
             return np.zeros((0, len(self.targets_)))
-        out = np.asarray(self._predict(data), dtype=np.float64).reshape(len(data), -1)
+        if self.state_format == "torch":
+            with inference_threads():
+                raw = self._predict(data)
+        else:
+            raw = self._predict(data)
+        out = np.asarray(raw, dtype=np.float64).reshape(len(data), -1)
         b = self._time_scale(data)
         if b is not None and "time_ms" in self.targets_:
             out[:, self.targets_.index("time_ms")] *= b
@@ -273,11 +323,17 @@ class Predictor:
         wpath = path / WEIGHTS_FILE
         if wpath.exists():
             from safetensors import SafetensorError
-            from safetensors.torch import load_file
 
             try:
-                tensors = load_file(str(wpath))
-            except (SafetensorError, OSError) as exc:
+                if klass.state_format == "numpy":
+                    from safetensors.numpy import load_file
+
+                    tensors = {k: v.view(LoadedArray) for k, v in load_file(str(wpath)).items()}
+                else:
+                    from safetensors.torch import load_file
+
+                    tensors = load_file(str(wpath))
+            except (SafetensorError, OSError, ValueError, TypeError) as exc:
                 raise PerfcastError(f"{wpath}: corrupt weights file ({exc})") from None
         obj._set_state(tensors, cfg.get("state", {}))
         return obj

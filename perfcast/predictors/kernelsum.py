@@ -128,6 +128,7 @@ class KernelSumPredictor(Predictor):
     supported_targets: ClassVar[tuple[str, ...]] = ("time_ms",)
     uses_graphs: ClassVar[bool] = False
     uses_plans: ClassVar[bool] = True
+    state_format: ClassVar[str] = "numpy"  # coefficients and trees: no torch to answer
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:
@@ -354,10 +355,8 @@ class KernelSumPredictor(Predictor):
     def _combine(self, X: np.ndarray, terms: pd.DataFrame, data: FeatureSet) -> np.ndarray:
         """ms per record from its physics matrix: the fitted sum, times the bounded correction."""
         out = X @ self.coef_
-        if self.booster_ is not None:
-            import xgboost as xgb
-
-            c = self.booster_.predict(xgb.DMatrix(self.correction_features(data, terms)))
+        if self.booster_ is not None:  # an xgboost.Booster or a numpy TreeEnsemble
+            c = self.booster_.inplace_predict(self.correction_features(data, terms))
             m = self.p("max_correction")
             out = out * np.exp(np.clip(c, -m, m))
         return out
@@ -429,12 +428,11 @@ class KernelSumPredictor(Predictor):
         self.range_ = state["range"]
         self.booster_ = None
         if "booster" in tensors:
-            import xgboost as xgb
+            from perfcast.predictors.trees import load_booster
 
             raw = tensors["booster"]
             raw = raw.numpy() if hasattr(raw, "numpy") else raw
-            self.booster_ = xgb.Booster()
-            self.booster_.load_model(bytearray(np.asarray(raw, dtype=np.uint8).tobytes()))
+            self.booster_ = load_booster(np.asarray(raw, dtype=np.uint8))
 
 
 __all__ = [

@@ -124,18 +124,16 @@ class OpModel:
 
     def predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """``(fwd_ms, bwd_ms)`` per row; NaN for groups without a model."""
-        import xgboost as xgb
-
         fwd, bwd = np.full(len(frame), np.nan), np.full(len(frame), np.nan)
         groups = frame["group"].to_numpy()
         work = frame["work_ms"].to_numpy(float)
         for g in pd.unique(groups[pd.notna(groups)]):
             idx = np.flatnonzero(groups == g)
-            X = xgb.DMatrix(frame.iloc[idx][list(FEATURES)].to_numpy(float))
+            X = frame.iloc[idx][list(FEATURES)].to_numpy(float)
             for target, out in (("fwd", fwd), ("bwd", bwd)):
                 b = self.boosters_.get((g, target))
-                if b is not None:
-                    out[idx] = work[idx] * np.exp(b.predict(X))
+                if b is not None:  # an xgboost.Booster or a numpy TreeEnsemble
+                    out[idx] = work[idx] * np.exp(b.inplace_predict(X))
         return fwd, bwd
 
     # -- state (raw boosters as bytes, inside the predictor that owns the model) ----------------
@@ -147,7 +145,7 @@ class OpModel:
 
     @classmethod
     def from_state(cls, tensors: dict[str, Any], state: dict[str, Any]) -> OpModel:
-        import xgboost as xgb
+        from perfcast.predictors.trees import load_booster
 
         if list(state.get("features", [])) != list(FEATURES) or list(state.get("ops", [])) != OPS:
             raise PerfcastError("operator model saved with other features; retrain it")
@@ -158,9 +156,7 @@ class OpModel:
             if key.startswith("op."):
                 _, g, t = key.split(".")
                 raw = raw.numpy() if hasattr(raw, "numpy") else raw
-                b = xgb.Booster()
-                b.load_model(bytearray(np.asarray(raw, dtype=np.uint8).tobytes()))
-                m.boosters_[(g, t)] = b
+                m.boosters_[(g, t)] = load_booster(np.asarray(raw, dtype=np.uint8))
         return m
 
 

@@ -83,13 +83,33 @@ class GraphCost:
 
     @classmethod
     def of(cls, graph_data, summary=None) -> GraphCost:
+        """From a learning graph's PyG ``Data`` (:func:`perfcast.features.records.graph_data`)."""
+        return cls._of(graph_data.op_flops.detach().cpu().numpy(),
+                       graph_data.op_bytes.detach().cpu().numpy(),
+                       graph_data.op_index.detach().cpu().numpy(),
+                       graph_data.x.detach().cpu().numpy(),
+                       getattr(graph_data, "ref_batch", None), summary)
+
+    @classmethod
+    def of_graph(cls, graph, summary=None) -> GraphCost:
+        """From the learning :class:`~perfcast.graph.ModelGraph` itself — the same numbers as
+        :meth:`of` on its ``graph_data``, without torch."""
+        from perfcast.features.encode import node_matrix
+        from perfcast.features.records import op_arrays
+
+        flops, moved, op_idx = op_arrays(graph)
+        return cls._of(flops, moved, op_idx, node_matrix(graph),
+                       int(graph.meta.batch_size or 1), summary)
+
+    @classmethod
+    def _of(cls, flops, moved, op_idx, x, ref_batch, summary) -> GraphCost:
         from perfcast.features.encode import NODE_FEATURES
 
-        flops = graph_data.op_flops.detach().cpu().numpy().astype(np.float64)
-        moved = graph_data.op_bytes.detach().cpu().numpy().astype(np.float64)
-        op_idx = graph_data.op_index.detach().cpu().numpy()
+        flops = np.asarray(flops).astype(np.float64)
+        moved = np.asarray(moved).astype(np.float64)
+        op_idx = np.asarray(op_idx)
         # per-node parameter and input bytes: the node matrix keeps their log1p
-        x = graph_data.x.detach().cpu().numpy().astype(np.float64)
+        x = np.asarray(x).astype(np.float64)
         pbytes = np.expm1(x[:, NODE_FEATURES.index("log1p_param_bytes")])
         inbytes = np.expm1(x[:, NODE_FEATURES.index("log1p_input_bytes")])
         pbytes = np.clip(np.minimum(pbytes, moved), 0.0, None)
@@ -98,7 +118,7 @@ class GraphCost:
         w_in = (pbytes > 0) & (inbytes >= pbytes * (1 - 1e-5))
         act = np.clip(moved - pbytes - np.where(w_in, pbytes, 0.0), 0.0, None)
         keep = ~np.isin(op_idx, _NO_KERNEL_IDX)
-        ref = int(getattr(graph_data, "ref_batch", None) or getattr(summary, "batch", 1) or 1)
+        ref = int(ref_batch or getattr(summary, "batch", 1) or 1)
         total_pb = float(summary.param_bytes) if summary is not None else float(pbytes.sum())
         params = float(summary.params) if summary is not None else total_pb / 4.0
         return cls(flops=flops[keep], act_bytes=act[keep], param_bytes=pbytes[keep],

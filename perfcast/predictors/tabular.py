@@ -35,6 +35,7 @@ from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import BestEpoch, FeatureScaler, Predictor, TargetScaler
 from perfcast.features.records import FeatureSet
+from perfcast.predictors.trees import as_xgboost
 
 
 @contextlib.contextmanager
@@ -104,6 +105,8 @@ class MLPPredictor(Predictor):
     """TraPPM's baseline MLP on static features (module doc)."""
 
     uses_graphs = False
+    #: answers with numpy from the saved weights (no torch); training builds the torch module
+    state_format = "numpy"
 
     name = "mlp"
 
@@ -133,8 +136,11 @@ class MLPPredictor(Predictor):
     def _fit_net(self, train: FeatureSet, valid: FeatureSet | None, progress) -> None:
         import torch
 
-        warm = bool(self.p("warm_start")) and getattr(self, "net_", None) is not None
+        warm = bool(self.p("warm_start")) and (getattr(self, "net_", None) is not None
+                                               or getattr(self, "weights_", None) is not None)
         fit_targets = _warm_targets(self, self.fitted_targets_ if warm else None)
+        if warm and getattr(self, "net_", None) is None:
+            self.net_ = self._net_from_weights()
         x = train.static.astype(np.float32)
         y = self._label_matrix(train, fit_targets)
         if not warm:
@@ -197,30 +203,55 @@ class MLPPredictor(Predictor):
                     break
             keep.restore(net)
         net.eval()
+        self.weights_ = None  # the module holds them now
         self.fitted_targets_ = list(self.targets_)
 
-    def _predict(self, data: FeatureSet) -> np.ndarray:
+    def _weights(self) -> dict[str, np.ndarray]:
+        """The network's parameters by state-dict name (``0.weight`` …), as numpy arrays."""
+        if getattr(self, "net_", None) is not None:
+            return {k: v.detach().cpu().numpy() for k, v in self.net_.state_dict().items()}
+        return self.weights_
+
+    def _net_from_weights(self):
+        """The torch module of the loaded weights (to continue training them)."""
         import torch
 
-        self.net_.eval()
-        with torch.no_grad(), _torch_threads(self.p("n_jobs")):
-            z = self.net_(torch.from_numpy(self.x_scaler_.transform(
-                data.static.astype(np.float32)))).double().numpy()
-        return self.y_scaler_.inverse(z)
+        net = _build_mlp(int(len(self.x_scaler_.mean)), self.p("hidden"), self.p("layers"),
+                         len(self.targets_), self.p("dropout"))
+        net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in self.weights_.items()})
+        net.eval()
+        return net
+
+    def _predict(self, data: FeatureSet) -> np.ndarray:
+        """The forward pass in numpy (float32, as the module computes it): Linear → ReLU (→
+        dropout, the identity at inference) per hidden layer, then the output Linear."""
+        w = self._weights()
+        h = self.x_scaler_.transform(data.static.astype(np.float32)).astype(np.float32)
+        n_linear = int(self.p("layers")) + 1
+        for i in range(n_linear):
+            k = 3 * i  # Sequential indices: Linear, ReLU, Dropout per hidden layer
+            h = h @ np.asarray(w[f"{k}.weight"], np.float32).T + np.asarray(w[f"{k}.bias"],
+                                                                              np.float32)
+            if i < n_linear - 1:
+                h = np.maximum(h, np.float32(0.0))
+        return self.y_scaler_.inverse(h.astype(np.float64))
 
     def _state(self):
-        tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
+        tensors = {f"net.{k}": v for k, v in self._weights().items()}
         tensors.update({"x_mean": self.x_scaler_.mean, "x_std": self.x_scaler_.std,
                         "y_mean": self.y_scaler_.mean, "y_std": self.y_scaler_.std})
         return tensors, {"n_in": int(len(self.x_scaler_.mean))}
 
     def _set_state(self, tensors, state) -> None:
-        self.x_scaler_ = FeatureScaler(tensors["x_mean"].numpy(), tensors["x_std"].numpy())
-        self.y_scaler_ = TargetScaler(tensors["y_mean"].numpy(), tensors["y_std"].numpy())
-        self.net_ = _build_mlp(int(state["n_in"]), self.p("hidden"), self.p("layers"),
-                               len(self.targets_), self.p("dropout"))
-        self.net_.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
-        self.net_.eval()
+        self.x_scaler_ = FeatureScaler(np.asarray(tensors["x_mean"]), np.asarray(tensors["x_std"]))
+        self.y_scaler_ = TargetScaler(np.asarray(tensors["y_mean"]), np.asarray(tensors["y_std"]))
+        want = {f"{3 * i}.{p}" for i in range(int(self.p("layers")) + 1) for p in ("weight", "bias")}
+        weights = {k[4:]: np.asarray(v) for k, v in tensors.items() if k.startswith("net.")}
+        if set(weights) != want or int(state["n_in"]) != len(self.x_scaler_.mean):
+            raise PerfcastError(f"mlp: saved weights {sorted(weights)} do not match its "
+                                f"configuration ({self.p('layers')} hidden layers); retrain it")
+        self.net_ = None
+        self.weights_ = weights
         self.fitted_targets_ = list(self.targets_)
 
 
@@ -239,6 +270,7 @@ class XGBoostPredictor(Predictor):
     (module doc)."""
 
     uses_graphs = False
+    state_format = "numpy"  # boosters answer through perfcast.predictors.trees (no XGBoost)
 
     name = "xgboost"
 
@@ -400,7 +432,7 @@ class XGBoostPredictor(Predictor):
                 info = self.chosen_.get(t, {})
                 params = {**self._base_params(), **info.get("params", {})}
                 bst = xgb.train(params, dtrain, num_boost_round=int(self.p("warm_start_rounds")),
-                                xgb_model=self.boosters_[t])
+                                xgb_model=as_xgboost(self.boosters_[t]))
                 info = {**info, "warm_rounds": int(info.get("warm_rounds", 0))
                         + int(self.p("warm_start_rounds"))}
                 rec["warm_rounds"] = int(self.p("warm_start_rounds"))
@@ -454,16 +486,14 @@ class XGBoostPredictor(Predictor):
                          "operator_eta": getattr(self, "op_eta_", None)}
 
     def _set_state(self, tensors, state) -> None:
-        import xgboost as xgb
+        from perfcast.predictors.trees import load_booster
 
         self.boosters_ = {}
         for t in self.targets_:
             key = f"booster.{t}"
             if key not in tensors:
                 raise PerfcastError(f"xgboost: saved predictor has no booster for {t}")
-            bst = xgb.Booster()
-            bst.load_model(bytearray(tensors[key].numpy().tobytes()))
-            self.boosters_[t] = bst
+            self.boosters_[t] = load_booster(np.asarray(tensors[key], dtype=np.uint8))
         self.chosen_ = dict(state.get("chosen", {}))
         self.offset_mb_ = float(state.get("offset_mb", 0.0))
         if state.get("operator_eta") is not None:
