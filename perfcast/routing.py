@@ -260,7 +260,7 @@ class _Request:
         if self._cost is None:
             from perfcast.predictors.roofline import GraphCost
 
-            self._cost = GraphCost.of(self.data(), self.summary)
+            self._cost = GraphCost.of_graph(self.graph, self.summary)  # no torch
         return self._cost
 
     def time_floor(self) -> float | None:
