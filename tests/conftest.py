@@ -1,3 +1,31 @@
+"""Shared fixtures and the rules of the two test tiers.
+
+Tiers
+-----
+* **fast** — ``.venv/bin/python -m pytest`` (pyproject's ``addopts = -m 'not slow'``): the
+  README's test command, under 5 minutes on a 2-core machine. It still touches every room
+  (package under ``perfcast/``) and every CLI command at least once with real small models;
+  ``scripts/check_test_tiers.py`` checks that from the report this conftest writes when
+  ``PERFCAST_TIER_REPORT`` names a file (``.ci/run`` does).
+* **slow** — ``python -m pytest -m slow``: ``@pytest.mark.slow`` on training recipes, fuzzing,
+  Ray, PostgreSQL, the browser, framework exporters, kill-and-resume runs, byte-identical
+  rebuilds and the full-size property runs. ``.ci/run`` runs both tiers.
+
+A new test belongs to the fast tier unless it is one of those: keep it to a few seconds (small
+models such as ``timm:resnet10t`` at 3×64×64, the session fixtures below, the shared graph
+cache). Where a heavy test is the only one exercising a command or a room, keep a small fast
+variant beside the slow one.
+
+Graph cache
+-----------
+Every test shares **one graph cache per session** (``$PERFCAST_CACHE_DIR`` points at a
+session directory; the memory-simulation cache ``memsim.csv`` lives beside it), so a model's
+graph is built once per session, in-process and by the CLI subprocesses a test starts (they
+inherit the variable). A test that needs an empty cache of its own — it counts, damages or
+times cache entries, or checks what a cold process does — asks for the ``isolated_cache``
+fixture (the path of a fresh directory, set as ``$PERFCAST_CACHE_DIR`` for that test).
+"""
+
 import os
 import tempfile
 from pathlib import Path
@@ -44,6 +72,30 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "shared_data(*files): needs the shared public measurements (files relative to "
                    "$PERFCAST_DATA); skipped when absent, failed when PERFCAST_REQUIRE_DATA=1")
+    from tests import tier_report
+
+    tier_report.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests import tier_report
+
+    tier_report.write()
+
+
+#: Fixtures that make a test slow-tier wherever it is (a server a session starts): PostgreSQL,
+#: Ray. A parametrized store fixture's ``"postgresql"`` case counts too.
+SLOW_FIXTURES = ("postgres_server", "pg_url", "ray_address")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Tests on PostgreSQL or Ray (:data:`SLOW_FIXTURES`) belong to the slow tier."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if any(f in getattr(item, "fixturenames", ()) for f in SLOW_FIXTURES) \
+                or "postgresql" in params.values():
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -52,10 +104,26 @@ def pytest_runtest_setup(item):
         require_shared_data(*mark.args)
 
 
+@pytest.fixture(scope="session")
+def session_graph_cache(tmp_path_factory) -> Path:
+    """The graph cache every test shares (see the module docstring): ``<session>/graphs``,
+    so that the graph store of labeled records (``perfcast.paths.graph_store_dir()``, default
+    ``<session>/labeled``) and the simulation cache in it are the session's too."""
+    return tmp_path_factory.mktemp("session-cache") / "graphs"
+
+
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Every test gets its own graph cache directory."""
-    monkeypatch.setenv("PERFCAST_CACHE_DIR", str(tmp_path_factory.mktemp("graph-cache")))
+def _graph_cache(session_graph_cache, monkeypatch):
+    """``$PERFCAST_CACHE_DIR`` = the session's graph cache, for every test."""
+    monkeypatch.setenv("PERFCAST_CACHE_DIR", str(session_graph_cache))
+
+
+@pytest.fixture
+def isolated_cache(_graph_cache, tmp_path_factory, monkeypatch) -> Path:
+    """A fresh, empty graph cache (and simulation cache beside it) for this test only."""
+    path = tmp_path_factory.mktemp("graph-cache")
+    monkeypatch.setenv("PERFCAST_CACHE_DIR", str(path))
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -79,14 +147,15 @@ TINY_MODELS = ("timm:resnet10t", "timm:mobilenetv3_small_100", "timm:vit_tiny_pa
 
 
 @pytest.fixture(scope="session")
-def tiny_feature_set(tmp_path_factory):
+def tiny_feature_set(session_graph_cache):
     """A small real FeatureSet: this machine's CPU measurements (datasets/cpu, in the repo) of
     six small models at two input sizes, infer + train — real labels (time_ms, memory_mb),
-    twelve graphs."""
+    twelve graphs (in the session's graph store, where ``perfcast train`` subprocesses find
+    them)."""
     from perfcast.datasets import load_local_cpu
     from perfcast.labeled.frames import feature_set
 
-    store = tmp_path_factory.mktemp("graph-store")
+    store = session_graph_cache.parent / "labeled"
     old = os.environ.get("PERFCAST_GRAPH_STORE")
     os.environ["PERFCAST_GRAPH_STORE"] = str(store)
     try:

@@ -76,3 +76,10 @@ def test_memory_command_json(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["tensor_peak_mb"] > d["param_mb"] > 0 and d["optimizer"] == "sgd-momentum"
     assert main(["memory", "torchvision:resnet18", "-b", "0"]) == 2
+
+
+def test_version(capsys):
+    from perfcast._version import __version__
+
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.strip() == __version__

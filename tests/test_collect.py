@@ -121,6 +121,7 @@ def test_collect_cli_real_measurement_and_rerun(tmp_path):
     assert df.env_json.str.contains("cpu_model").all()
 
 
+@pytest.mark.slow  # kill and resume
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_collect_killed_midway_resumes_without_duplicates(tmp_path, sig):
     db = tmp_path / "m.db"

@@ -154,6 +154,27 @@ def _cli(*args, env=None):
                           text=True, env={**os.environ, **(env or {})}, timeout=900)
 
 
+def test_calibrate_budget_too_small_keeps_what_it_measured(tmp_path, monkeypatch, capsys):
+    """The fast tier's `perfcast calibrate` (the whole run is the slow test below): the machine
+    profile is measured and kept; a budget too small for three models is a one-line exit 2
+    that says where the measurements are; bad input is exit 2 before any work."""
+    from perfcast.cli import main
+
+    monkeypatch.setenv("PERFCAST_USER_MODELS", str(tmp_path / "models"))
+    args = ["calibrate", "--device", "cpu", "--models", " ".join(TINY[:3]), "--batch-sizes",
+            "1", "--input-size", "3,32,32", "--threads", "1", "--max-seconds", "0.1"]
+    assert main([*args, "--minutes", "0.001"]) == 2
+    err = capsys.readouterr().err
+    assert "raise --minutes" in err and "calibration-cpu.db" in err and "Traceback" not in err
+    prof = MachineProfile.load(tmp_path / "models" / "machine-cpu.json")
+    assert prof.device == "cpu" and prof.gflops[1] > 1 and prof.bandwidth_gbs[1] > 0.1
+    assert main(["calibrate", "--minutes", "-1"]) == 2
+    assert main(["calibrate", "--device", "nosuchgpu"]) == 2
+    err = capsys.readouterr().err
+    assert "minutes" in err and "nosuchgpu" in err and "Traceback" not in err
+
+
+@pytest.mark.slow  # a training recipe: 2 minutes of measuring, then fitting
 def test_calibrate_end_to_end_tiny_budget(tmp_path):
     env = {"PERFCAST_USER_MODELS": str(tmp_path / "models"),
            "PERFCAST_GRAPH_STORE": str(tmp_path / "store")}

@@ -223,6 +223,7 @@ def test_collect_on_ray_driver_killed_midway_loses_and_duplicates_nothing(ray_ad
     assert f"'ok': {12 - len(before)}" in r.stdout and f"'skipped': {len(before)}" in r.stdout
 
 
+@pytest.mark.slow  # Ray (the other Ray tests are slow by their ray_address fixture)
 def test_collect_ray_starts_and_stops_its_own_local_cluster(tmp_path):
     """``--ray`` alone in a fresh process: a local cluster for the command, gone afterwards."""
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'perfcast[ray]')")

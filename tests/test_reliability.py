@@ -144,6 +144,7 @@ def _wait_for(path: Path, timeout: float) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # interrupted at three moments, twice
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupted_save_leaves_no_half_file(tmp_path, sig):
     """SIGINT / SIGTERM while ``inspect --save`` builds and writes: exit 130, one line, and the
@@ -196,14 +197,14 @@ def test_interrupted_save_leaves_no_half_file(tmp_path, sig):
     (["train", "--data", "x.csv", "--out", "{tmp}/file.txt"], "not a directory"),
     (["pretrain", "--corpus", "{tmp}", "--out", "{tmp}/file.txt"], "not a directory"),
 ])
-def test_output_paths_checked_before_work(argv, needle, tmp_path, capsys):
+def test_output_paths_checked_before_work(argv, needle, tmp_path, capsys, isolated_cache):
     (tmp_path / "file.txt").write_text("x")
     t0 = time.perf_counter()
     rc = main([a.format(tmp=tmp_path) for a in argv])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert time.perf_counter() - t0 < 5  # refused before any graph / training
-    assert not any(Path(os.environ["PERFCAST_CACHE_DIR"]).iterdir())
+    assert not any(isolated_cache.iterdir())  # nothing was built
 
 
 def test_atomic_writer_keeps_old_file_on_failure(tmp_path):

@@ -25,6 +25,8 @@ import pytest
 
 from tests.helpers import ctrl_c_as_usual
 
+pytestmark = pytest.mark.slow  # the browser (tests/conftest.py: tiers)
+
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "docs" / "ui-screenshot.png"
 UPLOAD_LIMIT_MB = 1
