@@ -9,6 +9,7 @@ versions and — for files — the file's size and modification time). Location:
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from perfcast.errors import PerfcastError
@@ -23,21 +24,46 @@ def cache_path(workload: Workload) -> Path:
     return cache_dir() / f"{workload.key()}.npz"
 
 
+#: Graph building (torch.export, dynamo) is not thread-safe: threads of one process (``perfcast
+#: serve``, the Gradio page) build one graph at a time; cached graphs load concurrently.
+_BUILD_LOCK = threading.RLock()
+
+
 def get_graph(workload: Workload, use_cache: bool = True) -> ModelGraph:
     """The graph of ``workload``, from the cache when present (and stored when built). In-process
-    ``nn.Module`` workloads are never cached."""
+    ``nn.Module`` workloads are never cached. Thread-safe (builds are serialised)."""
     workload.validate()
     if not workload.model.cacheable:
-        return build_graph(workload)
+        with _BUILD_LOCK:
+            return build_graph(workload)
     path = cache_path(workload)
-    if use_cache and path.exists():
-        try:
-            return ModelGraph.load(path)
-        except PerfcastError as exc:  # stale or damaged entry: remove it, rebuild, say so
-            path.unlink(missing_ok=True)
-            logging.getLogger("perfcast").warning(
-                "graph cache entry %s was unreadable (%s): removed and rebuilt", path.name,
-                str(exc).split(" (", 1)[-1].rstrip(")")[:120])
+    graph = _load(path) if use_cache else None
+    if graph is not None:
+        return graph
+    with _BUILD_LOCK:
+        graph = _load(path) if use_cache else None  # another thread may have built it
+        if graph is None:
+            graph = _build_and_store(workload, path, use_cache)
+    return graph
+
+
+def _load(path: Path) -> ModelGraph | None:
+    """The cached graph at ``path``, ``None`` when absent or unreadable (then removed)."""
+    if not path.exists():
+        return None
+    try:
+        return ModelGraph.load(path)
+    except FileNotFoundError:
+        return None
+    except PerfcastError as exc:  # stale or damaged entry: remove it, rebuild, say so
+        path.unlink(missing_ok=True)
+        logging.getLogger("perfcast").warning(
+            "graph cache entry %s was unreadable (%s): removed and rebuilt", path.name,
+            str(exc).split(" (", 1)[-1].rstrip(")")[:120])
+        return None
+
+
+def _build_and_store(workload: Workload, path: Path, use_cache: bool) -> ModelGraph:
     graph = build_graph(workload)
     if use_cache:
         try:

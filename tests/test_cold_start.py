@@ -1,7 +1,7 @@
 """Issue #31, item 2: a cached prediction imports only what its answer needs.
 
 * tree models (``xgboost``, the ``kernelsum`` / ``crossdevice`` corrections, the LLM models)
-  answer through :mod:`perfcast.predictors.trees` — bit for bit XGBoost's answers, without
+  answer through :mod:`perfcast.trees` — bit for bit XGBoost's answers, without
   importing XGBoost (≈ 1 s: scikit-learn, scipy);
 * the ``mlp`` answers with numpy from its saved weights (no torch);
 * the roofline bounds read the graph itself (no PyG ``Data``, no torch);
@@ -39,7 +39,7 @@ def _shipped_boosters():
 
 def test_trees_answer_bit_for_bit_as_xgboost_on_every_shipped_booster():
     xgb = pytest.importorskip("xgboost")
-    from perfcast.predictors.trees import TreeEnsemble
+    from perfcast.trees import TreeEnsemble
 
     rng = np.random.default_rng(0)
     boosters = _shipped_boosters()
@@ -63,7 +63,7 @@ def test_trees_answer_bit_for_bit_as_xgboost_on_every_shipped_booster():
 
 def test_trees_refuse_what_they_do_not_implement():
     xgb = pytest.importorskip("xgboost")
-    from perfcast.predictors.trees import TreeEnsemble, UnsupportedModel, load_booster
+    from perfcast.trees import TreeEnsemble, UnsupportedModel, load_booster
 
     x = np.random.default_rng(1).normal(size=(64, 3))
     y = (x[:, 0] > 0).astype(float)

@@ -9,13 +9,13 @@ between commands (``--out``, ``--limit``, ``--epochs`` …) stay with their comm
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from perfcast.errors import PerfcastError
+from perfcast.jsonout import strict_json
 from perfcast.workload import (
     ENGINES,
     GENERATE_PRECISIONS,
@@ -74,32 +74,6 @@ def check_workers(workers: int) -> None:
 
 
 # --------------------------------------------------------------------------- printers
-def strict_json(obj) -> str:
-    """``obj`` as strict JSON (RFC 8259: no ``NaN`` / ``Infinity``, which most parsers refuse):
-    a non-finite number becomes ``null`` and, when ``obj`` is a dict, a note in its ``notes``
-    list names the key (e.g. the hours of a job whose time per batch overflows)."""
-    import math
-
-    bad: list[str] = []
-
-    def clean(x, where: str):
-        if isinstance(x, float) and not math.isfinite(x):
-            bad.append(where or "value")
-            return None
-        if isinstance(x, dict):
-            return {k: clean(v, f"{where}.{k}" if where else str(k)) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v, f"{where}[{i}]") for i, v in enumerate(x)]
-        return x
-
-    obj = clean(obj, "")
-    if bad and isinstance(obj, dict) and isinstance(obj.get("notes", []), list):
-        obj["notes"] = [*obj.get("notes", []),
-                        f"{', '.join(bad)}: not a finite number (overflow, or an unbounded "
-                        f"value) — null"]
-    return json.dumps(obj, allow_nan=False)
-
-
 def print_json(obj) -> None:
     """Print ``obj`` as strict JSON (:func:`strict_json`)."""
     out.print_json(strict_json(obj))

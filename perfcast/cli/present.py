@@ -1,6 +1,7 @@
 """Commands that show a forecast to people ("Predict & decide" in ``perfcast --help``):
 ``report`` (one self-contained HTML page: roofline, top operators, phases, memory timeline,
-decisions) and ``ui`` (the Gradio web page; optional extra ``perfcast[ui]``).
+decisions), ``ui`` (the Gradio web page; optional extra ``perfcast[ui]``) — and ``serve`` (the
+same answers as an HTTP JSON API for programs; optional extra ``perfcast[serve]``).
 """
 
 from __future__ import annotations
@@ -106,3 +107,53 @@ def ui(
     serve(host=host, port=port, max_upload_mb=max_upload_mb,
           announce=lambda text: err.print(text, highlight=False, markup=False,
                                             soft_wrap=True))
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def serve(
+    host: Annotated[str, typer.Option(
+        "--host", help="Address to listen on (default: this machine only; there is no "
+                       "authentication — anything else exposes the API to the network).")]
+        = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free one).")]
+        = 8765,
+    max_concurrency: Annotated[int, typer.Option(
+        "--max-concurrency", help="Requests computed at once (threads).")] = 4,
+    max_queue: Annotated[int, typer.Option(
+        "--max-queue", help="Requests waiting beyond those; more are refused (503).")] = 64,
+    max_body: Annotated[int, typer.Option(
+        "--max-body", help="Largest request body (bytes); larger ones are refused (413).")]
+        = 65536,
+    graceful: Annotated[float, typer.Option(
+        "--graceful", help="Seconds the requests in flight get to finish after SIGTERM.")]
+        = 30.0,
+    access_log: Annotated[bool, typer.Option(
+        "--access-log", help="Log every request on stderr.")] = False,
+    as_json: Json = False,
+):
+    """Serve perfcast as an HTTP JSON API for programs (FastAPI + uvicorn; pip install
+    'perfcast\\[serve]'): POST /predict, /fit, /rank, /cost with the command's options as JSON
+    (the JSON of --json back; bad input is HTTP 422 with the command's message), GET /devices,
+    /healthz and the OpenAPI page /docs. Predictors and graphs stay warm between requests.
+    SIGTERM or Ctrl-C: finish the requests in flight, then exit 0."""
+    from perfcast.serve import serve as run_server
+
+    if not 0 <= port < 65536:
+        raise PerfcastError(f"--port must be in 0..65535, got {port}")
+    if not graceful >= 0:
+        raise PerfcastError(f"--graceful must be ≥ 0 s, got {graceful}")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"warning: listening on {host}: anyone who reaches this address can use the "
+                  f"API (no authentication)", highlight=False, markup=False, soft_wrap=True)
+    summary = run_server(
+        host, port, max_concurrency=max_concurrency, max_queue=max_queue, max_body=max_body,
+        graceful_s=graceful, access_log=access_log,
+        on_ready=lambda url: err.print(f"perfcast serve: listening on {url} (docs: {url}/docs; "
+                                       f"SIGTERM or Ctrl-C stops it)", highlight=False,
+                                       markup=False, soft_wrap=True))
+    if as_json:
+        print_json(summary)
+    else:
+        err.print(f"stopped{' (' + summary['signal'] + ')' if summary.get('signal') else ''}: "
+                  f"{summary['served']:,} requests served, {summary['errors']:,} errors",
+                  highlight=False, markup=False)

@@ -488,7 +488,7 @@ class LLMGenerationPredictor:
         self.engines_ = config.get("engines", {})
         self.booster_ = None
         if f"{prefix}booster" in tensors:
-            from perfcast.predictors.trees import load_booster
+            from perfcast.trees import load_booster
 
             # numpy trees (no XGBoost import); XGBoost itself for a model they do not cover
             self.booster_ = load_booster(np.asarray(tensors[f"{prefix}booster"], np.uint8))

@@ -428,7 +428,7 @@ class KernelSumPredictor(Predictor):
         self.range_ = state["range"]
         self.booster_ = None
         if "booster" in tensors:
-            from perfcast.predictors.trees import load_booster
+            from perfcast.trees import load_booster
 
             raw = tensors["booster"]
             raw = raw.numpy() if hasattr(raw, "numpy") else raw

@@ -145,7 +145,7 @@ class OpModel:
 
     @classmethod
     def from_state(cls, tensors: dict[str, Any], state: dict[str, Any]) -> OpModel:
-        from perfcast.predictors.trees import load_booster
+        from perfcast.trees import load_booster
 
         if list(state.get("features", [])) != list(FEATURES) or list(state.get("ops", [])) != OPS:
             raise PerfcastError("operator model saved with other features; retrain it")

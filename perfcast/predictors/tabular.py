@@ -35,7 +35,7 @@ from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import BestEpoch, FeatureScaler, Predictor, TargetScaler
 from perfcast.features.records import FeatureSet
-from perfcast.predictors.trees import as_xgboost
+from perfcast.trees import as_xgboost
 
 
 @contextlib.contextmanager
@@ -270,7 +270,7 @@ class XGBoostPredictor(Predictor):
     (module doc)."""
 
     uses_graphs = False
-    state_format = "numpy"  # boosters answer through perfcast.predictors.trees (no XGBoost)
+    state_format = "numpy"  # boosters answer through perfcast.trees (no XGBoost)
 
     name = "xgboost"
 
@@ -486,7 +486,7 @@ class XGBoostPredictor(Predictor):
                          "operator_eta": getattr(self, "op_eta_", None)}
 
     def _set_state(self, tensors, state) -> None:
-        from perfcast.predictors.trees import load_booster
+        from perfcast.trees import load_booster
 
         self.boosters_ = {}
         for t in self.targets_:

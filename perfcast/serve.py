@@ -1,0 +1,537 @@
+"""``perfcast serve``: perfcast as an HTTP JSON API for programs (FastAPI + uvicorn).
+
+A scheduler placing jobs, a notebook sweeping batch sizes or a CI gate asks a long-running
+process instead of paying a cold start per question: the shipped predictors stay loaded
+(:func:`perfcast.training.shipped.load_entry` keeps them) and graphs come from the graph cache
+(built once, on the first request that needs them).
+
+Endpoints — each one the Python API function the matching command calls, with the command's
+options as JSON keys (``batch_size``, ``input_size`` …, see ``/docs``):
+
+==================  ===========================================================================
+``POST /predict``   :func:`perfcast.predict` — the JSON of ``perfcast predict --json``
+``POST /fit``       :func:`perfcast.max_batch_size` — ``perfcast fit --json``
+``POST /rank``      :func:`perfcast.rank` — ``perfcast rank --json``
+``POST /cost``      :func:`perfcast.estimate_cost` (``mode: generate``:
+                    :func:`~perfcast.decisions.cost.estimate_generation_cost`) — ``perfcast
+                    cost --json``
+``GET /devices``    :func:`perfcast.devices.list_devices` — ``perfcast devices --json``
+``GET /healthz``    liveness and counters
+``GET /docs``       the OpenAPI page (``/openapi.json``: the schema)
+==================  ===========================================================================
+
+Errors are what the command says, as JSON ``{"error": <the command's one-line message>,
+"exit_code": <the command's exit code>}``: HTTP **422** for bad input (exit code 2) and a model
+that cannot be traced (3), **413** for a body over the size limit, **503** when the queue is full
+(with ``Retry-After``), **500** for an internal error (one line; the server keeps serving).
+
+Bounds: request bodies of at most ``max_body`` bytes; at most ``max_concurrency`` requests
+compute at once (threads; graph building — torch.export — runs one at a time) and at most
+``max_queue`` more wait. It listens on 127.0.0.1 unless told otherwise (there is no
+authentication). SIGTERM or Ctrl-C stops accepting connections, lets the requests in flight
+finish (up to ``graceful_s`` seconds) and exits 0.
+"""
+
+# (no ``from __future__ import annotations``: FastAPI reads the request models' annotations
+# at definition time, and they are local classes)
+import logging
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any
+
+from perfcast.errors import PerfcastError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+#: Largest request body accepted (bytes): a request is a model spec and a few options.
+MAX_BODY_BYTES = 64 * 1024
+#: Requests computing at once (threads) and waiting beyond them.
+MAX_CONCURRENCY = 4
+MAX_QUEUE = 64
+#: Seconds the requests in flight get to finish after SIGTERM.
+GRACEFUL_S = 30.0
+
+log = logging.getLogger("perfcast.serve")
+
+
+def _require_fastapi():
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise PerfcastError(f"perfcast serve needs FastAPI and uvicorn, which are not "
+                            f"installed ({exc.name}): pip install 'perfcast[serve]'") from None
+
+
+def _json_response(obj: Any, status: int = 200, headers: dict | None = None):
+    """Strict JSON (no NaN: ``null`` and a note, as the command prints it)."""
+    from starlette.responses import Response
+
+    from perfcast.jsonout import strict_json
+
+    return Response(strict_json(obj), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def _error(message: str, exit_code: int, status: int, headers: dict | None = None):
+    return _json_response({"error": message, "exit_code": exit_code}, status, headers)
+
+
+def _status_of(exc: PerfcastError) -> int:
+    """HTTP status of a perfcast error by its exit code: bad input (2) and a model that cannot
+    be traced (3) are the client's (422); anything else is the server's (500)."""
+    return 422 if exc.exit_code in (2, 3) else 500
+
+
+def _one_line_validation(errors) -> str:
+    """FastAPI's validation errors as one line: ``batch_size: Input should be a valid
+    integer; …``."""
+    parts = []
+    for e in errors:
+        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        msg = e.get("msg", "invalid")
+        if e.get("type") == "extra_forbidden":
+            msg = "unknown option"
+        elif e.get("type") == "json_invalid":
+            where, msg = "body", f"not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
+        elif e.get("type") == "missing":
+            msg = "required"
+        parts.append(f"{where}: {msg}")
+    return "; ".join(dict.fromkeys(parts)) or "invalid request"
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_body`` bytes is refused with 413 — by its
+    ``Content-Length`` before anything is read, or as soon as a chunked body passes the limit."""
+
+    def __init__(self, app, max_body: int) -> None:
+        self.app, self.max_body = app, int(max_body)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = f"request body over {self.max_body:,} bytes"
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return await _error(too_big, 2, 413)(scope, receive, send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:
+                    raise _TooBig(too_big)
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooBig as exc:
+            await _error(str(exc), 2, 413)(scope, receive, send)
+
+
+class _TooBig(Exception):
+    pass
+
+
+class Stats:
+    """What ``/healthz`` reports; updated under a lock by the request handlers."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.served = 0
+        self.errors = 0
+        self.rejected = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        from perfcast._version import __version__
+
+        with self.lock:
+            return {"status": "ok", "version": __version__,
+                    "uptime_s": round(time.time() - self.started, 1),
+                    "in_flight": self.in_flight, "served": self.served, "errors": self.errors,
+                    "rejected_busy": self.rejected}
+
+
+def _models():
+    """The request bodies (pydantic): the command's options, by the API's keyword names.
+    Unknown keys are refused; values are checked where the command checks them (workload.py,
+    the decisions), so that the error texts are the command's."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    InputSize = str | list[int] | None
+
+    class Common(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        model: str = Field(..., description="Model spec, as on the command line: timm:resnet50, "
+                                            "torchvision:<name>, hf:<id|config.json>, "
+                                            "path/model.onnx, module.path:callable")
+        batch_size: int | None = None
+        input_size: InputSize = Field(None, description="C,H,W (a string or a list)")
+        seq_len: int | None = None
+        mode: str = "infer"
+        precision: str | None = None
+        optimizer: str = "sgd-momentum"
+
+    class PredictRequest(Common):
+        device: str
+        predictor: str | None = None
+        threads: int | None = None
+        coverage: float = 0.9
+        power_limit_w: float | None = Field(None, description="--power-limit (W)")
+        input_len: int | None = None
+        output_len: int | None = None
+        engine: str | None = None
+        tensor_parallel: int | None = None
+        tf32: str | None = None
+        use_cache: bool = True
+
+    class FitRequest(Common):
+        device: str
+        mode: str = "train"
+        predictor: str | None = None
+        margin: float = 0.1
+        mig_profile: str | None = None
+        overhead_mb: float | None = None
+        limit: int = 65536
+        risk: str = "safe"
+        coverage: float = 0.9
+
+    class RankRequest(Common):
+        devices: str | list[str] = "all"
+        objective: str = "time"
+        iterations: int = 1000
+        provider: str | None = None
+
+    class CostRequest(Common):
+        model: str | None = None  # type: ignore[assignment]  (optional with time_ms)
+        device: str
+        mode: str = "train"
+        iterations: int | None = None
+        epochs: int | None = None
+        dataset_size: int | None = None
+        predictor: str | None = None
+        provider: str | None = None
+        price_per_hour: float | None = None
+        region: str | None = None
+        time_ms: float | None = None
+        power_w: float | None = None
+        pue: float = 1.0
+        requests: int | None = Field(None, description="mode generate: requests to serve")
+        input_len: int | None = None
+        output_len: int | None = None
+        engine: str | None = None
+        tensor_parallel: int | None = None
+
+    return PredictRequest, FitRequest, RankRequest, CostRequest
+
+
+def _given(body, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The request's keywords for the API function: list input sizes as tuples, unset optional
+    keys left out (the function's defaults apply, as for an option not given)."""
+    d = body.model_dump(exclude_unset=True)
+    for k in drop:
+        d.pop(k, None)
+    if isinstance(d.get("input_size"), list):
+        d["input_size"] = tuple(d["input_size"])
+    return d
+
+
+# ------------------------------------------------------------------------------ the handlers
+def do_predict(d: dict[str, Any]) -> dict[str, Any]:
+    """``perfcast predict --json``: :func:`perfcast.predict` (the graph built in this process,
+    no forked simulation: the server is threaded)."""
+    from perfcast.api import predict
+
+    model = d.pop("model")
+    return predict(model, **d).to_dict()
+
+
+def do_fit(d: dict[str, Any]) -> dict[str, Any]:
+    from perfcast.decisions.fit import max_batch_size
+
+    if d.get("mode") == "generate":
+        raise PerfcastError("/fit answers infer and train; for --mode generate use the "
+                            "command (perfcast fit --mode generate)")
+    model = d.pop("model")
+    return max_batch_size(model, **d).to_dict()
+
+
+def do_rank(d: dict[str, Any]) -> dict[str, Any]:
+    from perfcast.decisions.rank import rank
+
+    model = d.pop("model")
+    return rank(model, **d).to_dict()
+
+
+def do_cost(d: dict[str, Any]) -> dict[str, Any]:
+    """``perfcast cost --json``: the generation cost for ``mode: generate``, else the job's."""
+    from perfcast.decisions.cost import estimate_cost, estimate_generation_cost
+
+    gen_keys = ("requests", "input_len", "output_len", "engine", "tensor_parallel")
+    if d.get("mode") == "generate":
+        bad = [k for k in ("iterations", "epochs", "dataset_size", "time_ms", "power_w",
+                           "input_size", "seq_len", "predictor", "optimizer") if k in d]
+        if bad:
+            raise PerfcastError(f"{', '.join(bad)} do not apply to cost --mode generate (use "
+                                f"requests, input_len, output_len)")
+        for k in ("requests", "input_len", "output_len"):
+            if d.get(k) is None:
+                raise PerfcastError(f"cost --mode generate needs {k}")
+        if d.get("model") is None:
+            raise PerfcastError("cost --mode generate needs a model (hf:ID)")
+        d.pop("mode")
+        return estimate_generation_cost(d.pop("model"), **d).to_dict()
+    given = [k for k in gen_keys if d.get(k) is not None]
+    if given:
+        raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
+    return estimate_cost(d.pop("model", None), **d).to_dict()
+
+
+def do_devices() -> list[dict[str, Any]]:
+    from perfcast.devices import list_devices
+
+    return [dev.to_dict() for dev in list_devices()]
+
+
+# ------------------------------------------------------------------------------ the app
+def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_QUEUE,
+               max_body: int = MAX_BODY_BYTES, warm: bool = True):
+    """The FastAPI application (see the module docstring). ``warm``: load the default shipped
+    predictors when the server starts, not on the first request."""
+    _require_fastapi()
+    import anyio
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    from perfcast._version import __version__
+
+    if max_concurrency < 1 or max_queue < 0 or max_body < 1:
+        raise PerfcastError("perfcast serve: --max-concurrency and --max-body must be ≥ 1, "
+                            "--max-queue ≥ 0")
+    PredictRequest, FitRequest, RankRequest, CostRequest = _models()
+    stats = Stats()
+    limiter: list = []  # anyio.CapacityLimiter, made in the server's event loop
+
+    app = FastAPI(title="perfcast", version=__version__, docs_url=None,
+                  description="Forecast deep-learning model latency, step time, memory and "
+                              "energy before running — the perfcast command line as JSON.")
+    app.state.stats = stats
+
+    async def run(fn, *args):
+        """``fn(*args)`` in a worker thread, within the concurrency and queue bounds."""
+        with stats.lock:
+            if stats.in_flight >= max_concurrency + max_queue:
+                stats.rejected += 1
+                return _error(f"busy: {stats.in_flight} requests in flight (at most "
+                              f"{max_concurrency} at once + {max_queue} waiting); retry", 1,
+                              503, {"Retry-After": "1"})
+            stats.in_flight += 1
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(max_concurrency))
+        try:
+            result = await anyio.to_thread.run_sync(fn, *args, limiter=limiter[0])
+            with stats.lock:
+                stats.served += 1
+            return _json_response(result)
+        except PerfcastError as exc:
+            with stats.lock:
+                stats.errors += 1
+            return _error(str(exc), exc.exit_code, _status_of(exc))
+        except Exception as exc:  # one line, like the command; the server keeps serving
+            with stats.lock:
+                stats.errors += 1
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            log.error("internal error: %s: %s", type(exc).__name__, first[:300], exc_info=True)
+            return _error(f"internal error: {type(exc).__name__}: {first[:300]}", 1, 500)
+        finally:
+            with stats.lock:
+                stats.in_flight -= 1
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        with stats.lock:
+            stats.errors += 1
+        return _error(_one_line_validation(exc.errors()), 2, 422)
+
+    @app.post("/predict", summary="perfcast predict --json")
+    async def predict(body: PredictRequest):
+        return await run(do_predict, _given(body))
+
+    @app.post("/fit", summary="perfcast fit --json")
+    async def fit(body: FitRequest):
+        return await run(do_fit, _given(body))
+
+    @app.post("/rank", summary="perfcast rank --json")
+    async def rank(body: RankRequest):
+        d = _given(body)
+        if isinstance(d.get("devices"), list):
+            d["devices"] = ",".join(d["devices"])
+        return await run(do_rank, d)
+
+    @app.post("/cost", summary="perfcast cost --json")
+    async def cost(body: CostRequest):
+        return await run(do_cost, _given(body))
+
+    @app.get("/devices", summary="perfcast devices --json")
+    async def devices():
+        return await run(do_devices)
+
+    @app.get("/healthz", summary="liveness and counters")
+    async def healthz():
+        return _json_response(stats.to_dict())
+
+    static = _swagger_static()
+    if static is not None:
+        from starlette.staticfiles import StaticFiles
+
+        app.mount("/docs-static", StaticFiles(directory=static), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        if static is None:  # FastAPI's default: Swagger UI from its CDN
+            return get_swagger_ui_html(openapi_url="/openapi.json", title="perfcast API")
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="perfcast API",
+                                   swagger_js_url="/docs-static/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-static/swagger-ui.css",
+                                   swagger_favicon_url="/docs-static/favicon-32x32.png")
+
+    if warm:
+        warm_up()
+    return BodyLimit(app, max_body) if max_body else app
+
+
+def _swagger_static() -> str | None:
+    """Swagger UI's files from the ``swagger-ui-bundle`` package (so ``/docs`` works offline),
+    or ``None`` (FastAPI's page then loads them from a CDN)."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        return None
+    from pathlib import Path
+
+    p = Path(swagger_ui_path)
+    return str(p) if (p / "swagger-ui-bundle.js").is_file() else None
+
+
+def warm_up() -> list[str]:
+    """Load what every request reads: the device registry, the shipped manifest and the
+    default shipped predictors (each loaded once per process and kept). Returns their ids."""
+    from perfcast.devices import list_devices
+    from perfcast.training import shipped
+
+    list_devices()
+    loaded = []
+    seen = set()
+    for e in shipped.manifest():
+        key = (e["device"], e["mode"], e["precision"], tuple(e["targets"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            shipped.load_entry(e)
+            loaded.append(e["id"])
+        except Exception as exc:  # a predictor that cannot load answers its error per request
+            log.warning("could not preload %s: %s", e.get("id"), exc)
+    return loaded
+
+
+# ------------------------------------------------------------------------------ running it
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopping on SIGTERM / SIGINT without re-raising the signal
+        afterwards (uvicorn does, for embedding): the command then exits 0."""
+
+        signals: list[int] = []
+
+        @contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+
+            def stop(sig, frame):
+                self.signals.append(sig)
+                if self.should_exit and sig == signal.SIGINT:
+                    self.force_exit = True
+                self.should_exit = True
+
+            old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
+
+    return Server
+
+
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
+          max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_QUEUE,
+          max_body: int = MAX_BODY_BYTES, graceful_s: float = GRACEFUL_S, warm: bool = True,
+          access_log: bool = False, on_ready=None) -> dict[str, Any]:
+    """Serve until SIGTERM / Ctrl-C; returns the final ``/healthz`` counters (and the signal).
+    ``on_ready(url)`` is called once the socket listens."""
+    _require_fastapi()
+    import socket
+
+    import uvicorn
+
+    if not 0 <= int(port) <= 65535:
+        raise PerfcastError(f"--port must be in 0..65535, got {port}")
+    try:  # the address first: a busy port or an unknown host is a one-line exit 2
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                             socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, int(port)))
+    except OSError as exc:
+        raise PerfcastError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    app = create_app(max_concurrency=max_concurrency, max_queue=max_queue, max_body=max_body,
+                     warm=warm)
+    inner = getattr(app, "app", app)
+    config = uvicorn.Config(app, log_level="warning", access_log=access_log,
+                            timeout_graceful_shutdown=graceful_s, lifespan="off",
+                            limit_concurrency=None)
+    server = _server_class()(config)
+    server.signals = []
+    if on_ready is not None:
+        bound = sock.getsockname()
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}"
+
+        async def started():  # noqa: RUF029
+            on_ready(url)
+
+        _call_when_started(server, started)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    out = inner.state.stats.to_dict()
+    out["status"] = "stopped"
+    if server.signals:
+        out["signal"] = signal.Signals(server.signals[0]).name
+    return out
+
+
+def _call_when_started(server, coro_fn) -> None:
+    """Run ``coro_fn()`` once ``server`` has started listening (uvicorn sets ``started``)."""
+    original = server.startup
+
+    async def startup(*a, **kw):
+        await original(*a, **kw)
+        if server.started:
+            await coro_fn()
+
+    server.startup = startup
+
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "MAX_BODY_BYTES", "MAX_CONCURRENCY", "MAX_QUEUE",
+           "create_app", "serve", "warm_up"]
