@@ -68,10 +68,11 @@ _POSITIVE_NUMBERS: dict[str, str] = {
     "peak_bf16_tflops": "TFLOPS", "peak_fp64_tflops": "TFLOPS", "memory_gb": "GB",
     "bandwidth_gbs": "GB/s", "boost_clock_mhz": "MHz", "l2_mb": "MB", "tdp_w": "W",
     "idle_w": "W", "power_limit_min_w": "W", "power_limit_max_w": "W",
+    "intra_node_gbs": "GB/s", "inter_node_gbs": "GB/s",
 }
 #: Whole numbers that must be > 0 when given.
 _POSITIVE_INTS: dict[str, str] = {"sm_count": "SMs/CUs", "fp32_cores_per_sm": "cores per SM",
-                                  "cores": "cores"}
+                                  "cores": "cores", "gpus_per_node": "GPUs"}
 #: What a device of each kind cannot do without (a GPU model reads all four).
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "gpu": ("peak_fp32_tflops", "memory_gb", "bandwidth_gbs", "sm_count"),
@@ -124,6 +125,14 @@ class Device:
     power_limit_min_w: float | None = None
     power_limit_max_w: float | None = None
     mig_profiles: tuple[str, ...] = ()
+    # GPUs: the servers a parallel training step defaults to (perfcast.parallel.Cluster):
+    # GPUs per node, per-GPU unidirectional bandwidth inside a node (NVLink / NVSwitch / xGMI /
+    # PCIe) and across nodes (the node's network ÷ its GPUs), GB/s; ``interconnect`` says
+    # which links and where the numbers come from
+    gpus_per_node: int | None = None
+    intra_node_gbs: float | None = None
+    inter_node_gbs: float | None = None
+    interconnect: str = ""
     source: str = ""
     as_of: str = ""
     notes: str = ""
@@ -146,7 +155,7 @@ class Device:
             raise fail("name is required (a non-empty string)")
         if self.kind not in _KINDS:
             raise fail(f"kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
-        for name in ("vendor", "architecture", "source", "as_of", "notes"):
+        for name in ("vendor", "architecture", "source", "as_of", "notes", "interconnect"):
             value = getattr(self, name)
             if value is None:
                 set_(name, "")
