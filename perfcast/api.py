@@ -219,7 +219,13 @@ def predict_request(w: Workload, dev, *, cluster: Any = None, **options: Any):
 
         return predict_generation(w, dev)
     if w.distributed:
-        raise PerfcastError("a training step over several GPUs is not predicted yet")
+        from perfcast.parallel import predict_parallel
+
+        single = {k: v for k, v in options.items() if k not in ("overlap_simulation",)}
+        return predict_parallel(
+            w, dev, cluster=cluster, use_cache=options.get("use_cache", True),
+            power_limit_w=options.get("power_limit_w"),
+            single=lambda w1: predict_workload(w1, dev, **single))
     if cluster is not None:
         raise PerfcastError("--cluster describes the GPUs of a parallel training step; give "
                             "--data-parallel, --tensor-parallel or --pipeline-parallel")

@@ -51,6 +51,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("uncertainty", "calibrated intervals (conformal) and the out-of-distribution score"),
     ("routing", "which predictor answers each target, bounds"),
     ("generation", "LLM generation requests: time, memory, energy"),
+    ("parallel", "training over many GPUs: layouts, collectives, per-layer arithmetic, memory "
+                 "per GPU"),
     ("api", "perfcast.predict / load_graph"),
     ("query", "measured (a measurement store) before predicted: perfcast query"),
     ("decisions", "MIG, fit, cost, rank"),
