@@ -13,7 +13,8 @@ features → predictor → Route → Prediction → decision**.
   shipped models; :mod:`perfcast.labeled`, :mod:`perfcast.datasets`,
   :mod:`perfcast.evaluation` — learning data and honest evaluation;
 * :mod:`perfcast.routing` — which predictor answers each target; :mod:`perfcast.api` —
-  :func:`predict`; :mod:`perfcast.decisions` — MIG, fit, cost, rank;
+  :func:`predict`; :mod:`perfcast.parallel` — training over many GPUs;
+  :mod:`perfcast.decisions` — MIG, fit, cost, rank, plan;
 * :mod:`perfcast.store`, :mod:`perfcast.profiler` — measuring on the hardware you have;
   :mod:`perfcast.paths` — where everything is kept.
 
@@ -32,6 +33,7 @@ _LAZY = {
     "estimate_cost": "perfcast.decisions", "max_batch_size": "perfcast.decisions",
     "rank": "perfcast.decisions", "recommend_mig": "perfcast.decisions",
     "PowerLimitChoice": "perfcast.decisions", "choose_power_limit": "perfcast.decisions",
+    "Plan": "perfcast.decisions", "plan": "perfcast.decisions",
     "PerfcastError": "perfcast.errors",
     "Edge": "perfcast.graph", "GraphMeta": "perfcast.graph", "ModelGraph": "perfcast.graph",
     "Node": "perfcast.graph",
@@ -54,5 +56,5 @@ def __dir__() -> list[str]:
 
 __all__ = ["__version__", "load_graph", "predict", "Prediction", "recommend_mig", "MigAdvice",
            "max_batch_size", "FitResult", "estimate_cost", "CostEstimate", "rank", "Ranking",
-           "choose_power_limit", "PowerLimitChoice",
+           "choose_power_limit", "PowerLimitChoice", "plan", "Plan",
            "PerfcastError", "ModelGraph", "Node", "Edge", "GraphMeta"]

@@ -15,24 +15,31 @@ from rich.table import Table
 from perfcast.cli._common import (
     PANEL_PREDICT,
     BatchSize,
+    Cluster,
+    DataParallel,
     Device,
     Engine,
     InputLen,
     InputSize,
     Json,
     Margin,
+    MicroBatch,
     Mode,
     Model,
     NoCache,
     Optimizer,
     OutputLen,
     OverheadMb,
+    PipelineParallel,
     Precision,
     Predictor,
     Provider,
+    Recompute,
+    Schedule,
     SeqLen,
     Store,
     TensorParallel,
+    Zero,
     optional_model,
     out,
     print_json,
@@ -98,7 +105,14 @@ def predict(
     input_len: InputLen = None,
     output_len: OutputLen = None,
     engine: Engine = None,
+    data_parallel: DataParallel = 1,
     tensor_parallel: TensorParallel = 1,
+    pipeline_parallel: PipelineParallel = 1,
+    micro_batch_size: MicroBatch = None,
+    recompute: Recompute = "none",
+    zero: Zero = 0,
+    schedule: Schedule = "1f1b",
+    cluster: Cluster = None,
     store: Store = None,
     coverage: Coverage = 0.9,
     power_limit: PowerLimit = None,
@@ -108,14 +122,32 @@ def predict(
     """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
     device (--store: measured values in place of predicted ones where the store has them). Devices without labeled data fall back to the roofline and the memory simulation.
     `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
-    output token, tokens/s, memory per device (weights + KV cache), energy per token."""
+    output token, tokens/s, memory per device (weights + KV cache), energy per token.
+    `--mode train` over GPUs (--data-parallel, --tensor-parallel, --pipeline-parallel …;
+    --batch-size is the global batch): time per iteration, tokens/s, TFLOP/s per GPU and MFU,
+    memory per GPU, the breakdown (compute, communication, pipeline bubble, optimizer)."""
     from perfcast.api import parse_request, predict_request
     from perfcast.devices import get_device
 
     w, _ = parse_request(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                          mode=mode, precision=precision, optimizer=optimizer,
                          input_len=input_len, output_len=output_len, engine=engine,
-                         tensor_parallel=tensor_parallel)
+                         data_parallel=data_parallel, tensor_parallel=tensor_parallel,
+                         pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
+                         recompute=recompute, zero=zero, schedule=schedule)
+    if cluster is not None and not w.distributed:
+        raise PerfcastError("--cluster describes the GPUs of a training step over several "
+                            "GPUs; give --mode train with --data-parallel, --tensor-parallel or "
+                            "--pipeline-parallel")
+    if w.distributed:
+        bad = [k for k, v in {"--store": store, "--threads": threads}.items() if v is not None]
+        if bad:
+            raise PerfcastError(f"{', '.join(bad)} do not apply to a training step over "
+                                f"several GPUs")
+        p = predict_request(w, get_device(device), predictor=predictor, use_cache=not no_cache,
+                            coverage=coverage, power_limit_w=power_limit, cluster=cluster)
+        _print_parallel(p, as_json)
+        return
     if w.generate:
         bad = [k for k, v in {"--predictor": predictor, "--threads": threads, "--store": store,
                               "--power-limit": power_limit}.items() if v is not None]
@@ -172,6 +204,63 @@ MigModel = optional_model("--memory-mb")
 CostModel = optional_model("--time-ms")
 MigDevice = Annotated[str, typer.Option(
     "--device", "-d", help="MIG GPU: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200 …")]
+
+
+def _print_parallel(p, as_json: bool) -> None:
+    """``predict --mode train`` over GPUs: the :class:`~perfcast.parallel.ParallelPrediction`,
+    with the cost of 1,000 iterations through the cost path (× GPUs)."""
+    from perfcast.decisions.cost import estimate_cost
+
+    cost = None
+    if p.time_ms is not None:
+        try:
+            cost = estimate_cost(device=p.device, time_ms=p.time_ms, iterations=1000,
+                                 power_w=p.power_w, gpus=p.gpus)
+        except PerfcastError as exc:
+            p.notes.append(f"cost: {exc}")
+    if as_json:
+        d = p.to_dict()
+        if cost is not None:
+            d["cost_per_1000_iterations"] = {"usd": cost.usd, "hours": cost.hours,
+                                             "energy_kwh": cost.energy_kwh,
+                                             "kg_co2e": cost.kg_co2e,
+                                             "usd_per_gpu_hour": cost.usd_per_gpu_hour,
+                                             "sources": cost.sources}
+        print_json(d)
+        return
+    lay = p.layout
+    t = Table(title=f"{p.model} on {p.gpus:,}× {p.device} — train, {p.precision}, global batch "
+                    f"{p.batch_size:,}: D={lay['data_parallel']} T={lay['tensor_parallel']} "
+                    f"P={lay['pipeline_parallel']} m={lay['micro_batch_size']} "
+                    f"recompute={lay['recompute']} ZeRO-{lay['zero']} {lay['schedule']}")
+    t.add_column("quantity")
+    t.add_column("prediction", justify="right")
+    t.add_row("time per iteration", val(p.time_ms, "{:,.1f} ms") +
+              (" (hypothetical)" if p.fits is False else ""))
+    t.add_row("throughput", val(p.samples_per_s, "{:,.2f} samples/s") +
+              (f", {p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s else ""))
+    t.add_row("model TFLOP/s per GPU", val(p.model_tflops_per_gpu, "{:,.1f}") +
+              (f" (MFU {p.mfu:.1%})" if p.mfu is not None else ""))
+    for k, v in p.breakdown_ms.items():
+        if v:
+            t.add_row(f"  {k.replace('_', ' ')}", f"{v:,.1f} ms ({v / p.time_ms:.0%})")
+    t.add_row("memory per GPU", val(p.memory_mb, "{:,.0f} MiB"))
+    for k, v in p.memory_breakdown_mb.items():
+        t.add_row(f"  {k.replace('_', ' ')}", f"{v:,.0f} MiB")
+    t.add_row("fits", "—" if p.fits is None else ("yes" if p.fits else "[red]no[/red]") +
+              val(p.capacity_mb, " (of {:,.0f} MiB)"))
+    t.add_row("energy per iteration", val(p.energy_j, "{:,.0f} J") +
+              val(p.power_w, " ({:,.0f} W per GPU)"))
+    if cost is not None:
+        parts = [f"{cost.hours:,.2f} h"]
+        if cost.usd is not None:
+            parts.append(f"{cost.usd:,.0f} USD")
+        if cost.kg_co2e is not None:
+            parts.append(f"{cost.kg_co2e:,.1f} kg CO2e")
+        t.add_row("1,000 iterations", ", ".join(parts))
+        p.notes.extend(n for n in cost.notes if n.startswith("price"))
+    out.print(t)
+    print_notes(p.notes)
 
 
 def _print_generation(p, as_json: bool) -> None:
@@ -525,6 +614,87 @@ def rank(
     out.print(t)
     if plot:
         out.print(f"chart: {plot}")
+    print_notes(r.notes)
+
+
+@app.command(rich_help_panel=PANEL_PREDICT)
+def plan(
+    model: Model,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs to spread the training over.",
+                                      show_default=False)],
+    device: Device,
+    cluster: Cluster = None,
+    batch_size: Annotated[int | None, typer.Option(
+        "--batch-size", "-b", help="Global batch (default: max(32, GPUs)).")] = None,
+    seq_len: SeqLen = None,
+    mode: Annotated[str, typer.Option("--mode", help="train (the layouts of a training "
+                                                     "step).")] = "train",
+    precision: Precision = None,
+    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    data_parallel: Annotated[int | None, typer.Option(
+        "--data-parallel", help="Fix D (default: every D).")] = None,
+    tensor_parallel: Annotated[int | None, typer.Option(
+        "--tensor-parallel", help="Fix T (default: every T dividing the heads).")] = None,
+    pipeline_parallel: Annotated[int | None, typer.Option(
+        "--pipeline-parallel", help="Fix P (default: every P dividing the layers).")] = None,
+    micro_batch_size: Annotated[int | None, typer.Option(
+        "--micro-batch-size", help="Fix the micro-batch (default: every power of two).")] = None,
+    recompute: Annotated[str | None, typer.Option(
+        "--recompute", help="Only this recomputation (none, selective, full; default "
+                            "all).")] = None,
+    zero: Annotated[str | None, typer.Option(
+        "--zero", help="Only these ZeRO stages, e.g. 0,1 (default 0,1,2,3).")] = None,
+    schedule: Schedule = "1f1b",
+    top: Annotated[int, typer.Option("--top", help="Layouts shown (the JSON: --top too).")] = 15,
+    as_json: Json = False,
+):
+    """Rank every valid (D, T, P, micro-batch, recompute, ZeRO) layout of --gpus GPUs by
+    predicted time per iteration among those that fit, and name the winner."""
+    from perfcast.cli._common import StageProgress, split_list
+    from perfcast.decisions.plan import plan as do_plan
+
+    if top < 1:
+        raise PerfcastError(f"--top must be ≥ 1, got {top}")
+    zeros = tuple(split_list(zero, int)) if zero else None
+    with StageProgress(hidden=as_json) as prog:
+        prog.start("layouts")
+        r = do_plan(model, gpus=gpus, device=device, cluster=cluster, batch_size=batch_size,
+                    seq_len=seq_len, precision=precision, optimizer=optimizer, mode=mode,
+                    data_parallel=data_parallel, tensor_parallel=tensor_parallel,
+                    pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
+                    recompute=recompute, zero=zeros, schedule=schedule,
+                    progress=lambda i, n: prog.update("layouts", i, n, ""))
+    if as_json:
+        print_json(r.to_dict(top=top))
+        return
+    t = Table(title=f"{r.model} on {r.gpus:,}× {r.device} — train, {r.precision}, global batch "
+                    f"{r.batch_size:,}{f', {r.seq_len:,} tokens' if r.seq_len else ''}: "
+                    f"{r.fitting:,} of {r.evaluated:,} layouts fit (top {min(top, len(r.rows))})",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "D", "T", "P", "m", "recomp", "ZeRO", "ms/iter", "tok/s", "MFU",
+                "MiB/GPU", "fit"):
+        t.add_column(col, justify="left" if col in ("recomp", "fit") else "right",
+                     no_wrap=True)
+    for row in r.rows[:top]:
+        style = "bold green" if r.winner is not None and row is r.winner else None
+        t.add_row(str(row.rank), str(row.data_parallel), str(row.tensor_parallel),
+                  str(row.pipeline_parallel), str(row.micro_batch_size),
+                  {"selective": "sel"}.get(row.recompute, row.recompute), str(row.zero),
+                  f"{row.time_ms:,.0f}", val(row.tokens_per_s, "{:,.0f}"),
+                  val(row.mfu, "{:.0%}"), f"{row.memory_mb:,.0f}",
+                  "yes" if row.fits else "[red]no[/red]", style=style)
+    out.print(t)
+    if r.winner is not None:
+        w = r.winner
+        out.print(f"winner: [bold]D={w.data_parallel} T={w.tensor_parallel} "
+                  f"P={w.pipeline_parallel} m={w.micro_batch_size} recompute={w.recompute} "
+                  f"ZeRO-{w.zero}[/bold] — {w.time_ms:,.1f} ms per iteration, "
+                  f"{w.memory_mb:,.0f} MiB per GPU", highlight=False)
+    else:
+        out.print("[red]no layout fits[/red]", highlight=False)
+    out.print(f"[dim]{r.evaluated:,} layouts in {r.elapsed_s:,.1f} s"
+              + (f"; skipped: {', '.join(f'{k} ({v})' for k, v in r.skipped.items())}"
+                 if r.skipped else "") + "[/dim]", highlight=False)
     print_notes(r.notes)
 
 

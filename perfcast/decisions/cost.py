@@ -109,7 +109,7 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
                   provider: str | None = None, price_per_hour: float | None = None,
                   region: str | None = None, time_ms: float | None = None,
                   power_w: float | None = None, pue: float = 1.0,
-                  predictor: str | None = None) -> CostEstimate:
+                  predictor: str | None = None, gpus: int = 1) -> CostEstimate:
     """Cost (USD), energy (kWh) and carbon (kg CO2e) of ``iterations`` batches of ``model`` on
     one ``device``.
 
@@ -121,7 +121,8 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     Power: ``power_w`` (W) if given, else the predicted energy per iteration, else the device's
     TDP from the registry (an upper-bound estimate); ``pue`` (≥ 1) multiplies the energy.
     Carbon: ``region`` (see :func:`carbon_intensity`), else the world average when the table
-    has one.
+    has one. ``gpus``: GPUs the job runs on (price and a given or TDP power × ``gpus``; a
+    parallel prediction's ``time_ms`` and per-GPU ``power_w``).
     """
     from perfcast.api import DEFAULT_BATCH, parse_request, predict_workload
     from perfcast.devices import get_device
@@ -165,10 +166,11 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     if iter_note:
         notes.append(iter_note)
     hours = step_ms * n_iter / 3.6e6
+    gpus = _positive_int("gpus", gpus)
     out = CostEstimate(model=label, device=dev.key, mode=mode, precision=precision,
                        batch_size=batch_size, iterations=n_iter, time_ms_per_iteration=step_ms,
                        hours=hours, provider=provider_name(provider) if provider else None, pue=pue,
-                       sources=sources, notes=notes)
+                       sources=sources, notes=notes, gpus=gpus)
 
     # price
     if price_per_hour is not None:
@@ -200,17 +202,17 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     # energy
     if power_w is not None:
         out.power_w = power_w
-        out.energy_kwh = power_w * hours / 1000 * pue
-        sources["energy"] = "given power_w"
+        out.energy_kwh = power_w * gpus * hours / 1000 * pue
+        sources["energy"] = "given power_w" + (f" × {gpus} GPUs" if gpus > 1 else "")
     elif pred is not None and pred.energy_j:
         out.power_w = pred.power_w
-        out.energy_kwh = pred.energy_j * n_iter / 3.6e6 * pue
+        out.energy_kwh = pred.energy_j * gpus * n_iter / 3.6e6 * pue
         sources["energy"] = (f"predicted ({pred.predictor.get('energy_j', 'unknown predictor')}"
                              + (f", at the {pred.power_limit_w:g} W default power limit"
                                 if getattr(pred, "power_limit_w", None) else "") + ")")
     elif dev.tdp_w:
         out.power_w = dev.tdp_w
-        out.energy_kwh = dev.tdp_w * hours / 1000 * pue
+        out.energy_kwh = dev.tdp_w * gpus * hours / 1000 * pue
         sources["energy"] = f"ESTIMATE: TDP of {dev.key} ({dev.tdp_w:g} W, device registry)"
         notes.append(f"energy: ESTIMATE from {dev.key}'s board power / TDP ({dev.tdp_w:g} W), an "
                      f"upper bound on the average draw; pass --power-w for a measured figure")

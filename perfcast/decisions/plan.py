@@ -1,0 +1,313 @@
+"""Which layout to train on: ``perfcast plan MODEL --gpus N --device D [--cluster F]
+--batch-size B`` — every valid (D, T, P, micro-batch, recomputation, ZeRO) layout of N GPUs,
+ranked by predicted iteration time among those that fit, and the winner.
+
+``mode="train"`` is the only planner today; the request and the table are built so that a
+serving planner (``--mode generate --rate R``, issue #30) is one more branch of :func:`plan`
+over the same :class:`~perfcast.workload.Workload`.
+
+For an ``hf:`` transformer the candidates are priced by the per-layer arithmetic of one traced
+block (:class:`~perfcast.parallel.TransformerLayouts`: two small traces, then microseconds per
+layout); any other model plans data parallelism (its micro-batch and ZeRO stage) through the
+single-GPU predictor.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from perfcast.errors import PerfcastError
+from perfcast.workload import (
+    DEFAULT_OPTIMIZER,
+    INTERLEAVED_CHUNKS,
+    MAX_GPUS,
+    RECOMPUTE,
+    SCHEDULES,
+    ZERO_STAGES,
+    Layout,
+)
+
+#: Planners by mode (a serving planner joins as "generate").
+PLAN_MODES = ("train",)
+
+
+@dataclass
+class PlanRow:
+    """One layout and its prediction."""
+
+    rank: int
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    micro_batch_size: int
+    recompute: str
+    zero: int
+    schedule: str
+    time_ms: float
+    samples_per_s: float
+    tokens_per_s: float | None
+    memory_mb: float
+    fits: bool
+    mfu: float | None = None
+    breakdown_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """The ranked layouts (``rows``: those that fit, fastest first — a tie to the simpler
+    layout: lower ZeRO stage, less recomputation, fewer stages — then those that do not,
+    least memory first) and the ``winner`` (``None``: none fits); ``evaluated`` layouts,
+    ``fitting`` of them, ``skipped`` ones by the rule that excludes them; ``elapsed_s``."""
+
+    model: str
+    device: str
+    mode: str
+    gpus: int
+    batch_size: int
+    seq_len: int | None
+    precision: str
+    optimizer: str | None
+    cluster: dict[str, Any]
+    rows: list[PlanRow]
+    winner: PlanRow | None
+    evaluated: int
+    fitting: int
+    skipped: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        d = asdict(self)
+        if top is not None:
+            d["rows"] = d["rows"][:top]
+            d["rows_shown"] = len(d["rows"])
+        return d
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def plan(model: Any, *, gpus: int, device: str, cluster: Any = None,
+         batch_size: int | None = None, seq_len: int | None = None,
+         precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER, mode: str = "train",
+         data_parallel: int | None = None, tensor_parallel: int | None = None,
+         pipeline_parallel: int | None = None, micro_batch_size: int | None = None,
+         recompute: tuple[str, ...] | str | None = None,
+         zero: tuple[int, ...] | int | None = None, schedule: str = "1f1b",
+         use_cache: bool = True,
+         progress: Callable[[int, int], None] | None = None) -> Plan:
+    """Rank every valid layout of ``gpus`` GPUs of ``device`` for one training iteration of
+    ``model`` with a global ``batch_size`` (default 32 per … GPU: ``gpus`` × 1 sample,
+    at least 32). The layout options fix part of the search: ``data_parallel``,
+    ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size`` (a number), ``recompute``
+    and ``zero`` (one value or several); ``schedule`` is the pipeline schedule. Exit 2 on a
+    wrong request — a fixed T·P·D that is not ``gpus``, a T that does not divide the heads,
+    a P beyond the layers — naming the rule."""
+    from perfcast.api import as_workload
+    from perfcast.devices import get_device
+
+    t0 = time.perf_counter()
+    if mode not in PLAN_MODES:
+        raise PerfcastError(f"perfcast plan --mode {mode}: planning covers --mode train "
+                            f"(layouts of a training step over GPUs)")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or gpus > MAX_GPUS:
+        raise PerfcastError(f"--gpus must be a whole number in 1..{MAX_GPUS:,}, got {gpus!r}")
+    dev = get_device(device)
+    recs = _choices("recompute", recompute, RECOMPUTE)
+    zeros = [int(z) for z in _choices("zero", zero, ZERO_STAGES)]
+    if schedule not in SCHEDULES:
+        from perfcast.errors import unknown_choice
+
+        raise unknown_choice("pipeline schedule", schedule, SCHEDULES)
+    # the request itself (validated once, with whatever part of the layout is fixed)
+    fixed = {"data_parallel": data_parallel, "tensor_parallel": tensor_parallel,
+             "pipeline_parallel": pipeline_parallel}
+    b = batch_size if batch_size is not None else max(32, gpus)
+    w = as_workload(model, mode="train", batch_size=b, seq_len=seq_len, precision=precision,
+                    optimizer=optimizer, **{k: v for k, v in fixed.items() if v is not None},
+                    micro_batch_size=micro_batch_size)
+    if all(v is not None for v in fixed.values()):  # the GPU count rule, before any model
+        lay = w.layout                                 # is read (the shape's rules pass here)
+        w.check_layout(layers=lay.pipeline * INTERLEAVED_CHUNKS, heads=lay.tensor,
+                       hidden=lay.tensor, gpus=gpus)
+    from perfcast.parallel.cluster import Cluster
+
+    cl = Cluster.resolve(cluster, dev)
+    notes: list[str] = []
+    if cluster is None:
+        notes.append(f"cluster: {cl} — the registry's defaults for {dev.key}; give --cluster "
+                     f"FILE.json for yours")
+    if batch_size is None:
+        notes.append(f"batch_size: {b} global (none given: max(32, GPUs))")
+    if w.model.kind == "hf":
+        return _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
+                                 progress, notes, t0)
+    return _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, notes, t0)
+
+
+def _choices(name: str, value, allowed) -> list:
+    if value is None:
+        return list(allowed)
+    vals = [value] if isinstance(value, (str, int)) else list(value)
+    for v in vals:
+        if v not in allowed:
+            from perfcast.errors import unknown_choice
+
+            raise unknown_choice(name, v, allowed)
+    return vals
+
+
+def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache, progress,
+                      notes, t0) -> Plan:
+    from perfcast.parallel import TransformerLayouts
+
+    w = _precision(w, dev, notes)
+    tl = TransformerLayouts(w, dev, cl, use_cache=use_cache)
+    s = tl.shape
+    if all(v is not None for v in fixed.values()):  # a fully fixed layout: its own rules
+        tl.check(w.layout, gpus=gpus)
+    elif fixed["tensor_parallel"] is not None or fixed["pipeline_parallel"] is not None:
+        # a fixed T or P must suit the model whatever the rest
+        probe = Layout(tensor=fixed["tensor_parallel"] or 1,
+                       pipeline=fixed["pipeline_parallel"] or 1)
+        tl.check(probe)
+    skipped: dict[str, int] = {}
+    cands: list[Layout] = []
+    for t in _divisors(gpus):
+        if fixed["tensor_parallel"] not in (None, t):
+            continue
+        if s.heads % t or s.hidden % t or (s.kv_heads != s.heads and s.kv_heads % t):
+            skipped["T does not divide the heads / hidden"] = \
+                skipped.get("T does not divide the heads / hidden", 0) + 1
+            continue
+        for p in _divisors(gpus // t):
+            if fixed["pipeline_parallel"] not in (None, p):
+                continue
+            if p > s.layers or s.layers % p or (p > 1 and tl.traced.part is None):
+                skipped["P does not divide the layers"] = \
+                    skipped.get("P does not divide the layers", 0) + 1
+                continue
+            d = gpus // (t * p)
+            if fixed["data_parallel"] not in (None, d):
+                continue
+            if w.batch_size % d:
+                skipped["the batch does not divide among D replicas"] = \
+                    skipped.get("the batch does not divide among D replicas", 0) + 1
+                continue
+            if schedule == "interleaved" and (p == 1 or s.layers % (2 * p)):
+                continue
+            for r in recs:
+                for z in zeros:
+                    if z and d == 1:
+                        continue  # nothing to shard
+                    if z >= 2 and p > 1:
+                        skipped["ZeRO-2/3 with pipeline stages"] = \
+                            skipped.get("ZeRO-2/3 with pipeline stages", 0) + 1
+                        continue
+                    cands.append(Layout(data=d, tensor=t, pipeline=p,
+                                        micro_batch=w.layout.micro_batch, recompute=r, zero=z,
+                                        schedule=schedule if p > 1 else "1f1b"))
+    if not cands:
+        raise PerfcastError(f"no layout of {gpus:,} GPUs suits {s.model_id} ({s.layers} "
+                            f"layers, {s.heads} heads, hidden {s.hidden:,}) with a global "
+                            f"batch of {w.batch_size:,}: T must divide the heads and the "
+                            f"hidden size, P the layers, D the batch")
+    rows: list[PlanRow] = []
+    cap = float(dev.memory_mb or float("inf"))
+    for i, lay in enumerate(cands):
+        if progress is not None and i % 64 == 0:
+            progress(i, len(cands))
+        for m in tl.micro_batches(lay):
+            e = tl.estimate(lay, m)
+            tok = w.batch_size * tl.seq_len / e.time_ms * 1e3
+            peak = dev.peak_tflops({"amp": "fp16", "fp16": "fp16",
+                                    "bf16": "bf16"}.get(w.precision, "fp32"))
+            mfu = e.model_flops / (e.time_ms / 1e3) / gpus / (peak * 1e12) if peak else None
+            rows.append(PlanRow(rank=0, data_parallel=lay.data, tensor_parallel=lay.tensor,
+                                pipeline_parallel=lay.pipeline, micro_batch_size=m,
+                                recompute=lay.recompute, zero=lay.zero, schedule=lay.schedule,
+                                time_ms=e.time_ms, samples_per_s=w.batch_size / e.time_ms * 1e3,
+                                tokens_per_s=tok, memory_mb=e.memory_mb,
+                                fits=e.memory_mb <= cap, mfu=mfu,
+                                breakdown_ms={k: round(v, 2) for k, v in e.breakdown_ms.items()
+                                              if v}))
+    if progress is not None:
+        progress(len(cands), len(cands))
+    notes.append(f"time: per-layer arithmetic of {s.model_id} ({s.layers} layers, hidden "
+                 f"{s.hidden:,}, {s.heads} heads, {tl.traced.params / 1e9:,.3g} B parameters) "
+                 f"at {tl.seq_len:,} tokens; efficiencies fitted on DLPerf's Megatron-LM runs "
+                 f"(reports/distributed/)")
+    return _ranked(w, dev, cl, gpus, rows, skipped, notes, t0, tl.seq_len)
+
+
+def _precision(w, dev, notes):
+    if w.precision is None:
+        p = "bf16" if dev.peak_bf16_tflops else ("amp" if dev.peak_fp16_tflops else "fp32")
+        notes.append(f"precision: {p} (none given: the GPU's 16-bit training precision)")
+        return w.replace(precision=p)
+    return w
+
+
+def _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, notes,
+                        t0) -> Plan:
+    from perfcast.api import predict_request
+
+    if (fixed["tensor_parallel"] or 1) > 1 or (fixed["pipeline_parallel"] or 1) > 1:
+        raise PerfcastError(f"tensor and pipeline parallelism split a transformer's layers "
+                            f"(hf: models); {w.spec} plans --data-parallel only")
+    w = _precision(w, dev, notes)
+    if w.batch_size % gpus:
+        raise PerfcastError(f"the global batch {w.batch_size:,} does not divide among "
+                            f"{gpus:,} data-parallel replicas")
+    rows = []
+    zs = [z for z in zeros if not (z and gpus == 1)]
+    for i, z in enumerate(zs):
+        if progress is not None:
+            progress(i, len(zs))
+        if gpus == 1:  # one GPU: the single-GPU answer
+            from perfcast.api import predict_workload
+
+            q = predict_workload(w.single_device(), dev, use_cache=use_cache)
+            rows.append(PlanRow(0, 1, 1, 1, w.batch_size, "none", 0, "1f1b", q.time_ms,
+                                w.batch_size / q.time_ms * 1e3, None, q.memory_mb or 0.0,
+                                bool(q.fits)))
+            continue
+        lw = w.replace(layout=Layout(data=gpus, micro_batch=w.layout.micro_batch, zero=z))
+        p = predict_request(lw, dev, cluster=cl, use_cache=use_cache)
+        lay = p.layout
+        rows.append(PlanRow(0, gpus, 1, 1, lay["micro_batch_size"], "none", z, "1f1b",
+                            p.time_ms, p.samples_per_s, p.tokens_per_s, p.memory_mb or 0.0,
+                            bool(p.fits), None, p.breakdown_ms))
+    if progress is not None:
+        progress(len(zs), len(zs))
+    notes.append(f"{w.spec} is not an hf: transformer: only data parallelism is planned "
+                 f"(micro-batch and ZeRO stage), each through the single-GPU predictor")
+    return _ranked(w, dev, cl, gpus, rows, {}, notes, t0, w.seq_len)
+
+
+def _ranked(w, dev, cl, gpus, rows, skipped, notes, t0, seq_len) -> Plan:
+    order = {r: i for i, r in enumerate(RECOMPUTE)}
+    # fastest first; a tie (the same time) goes to the simpler layout: a lower ZeRO
+    # stage, less recomputation, fewer pipeline stages
+    rows.sort(key=lambda r: (not r.fits, round(r.time_ms if r.fits else r.memory_mb, 4),
+                             r.zero, order.get(r.recompute, 0), r.pipeline_parallel,
+                             r.tensor_parallel))
+    for i, r in enumerate(rows, 1):
+        r.rank = i
+    fitting = sum(r.fits for r in rows)
+    winner = rows[0] if rows and rows[0].fits else None
+    if winner is None:
+        notes.append(f"no layout fits {dev.key}'s {dev.memory_mb:,.0f} MiB: the table lists "
+                     f"them by memory (raise --gpus, use ZeRO or recomputation, a larger GPU, "
+                     f"or a smaller batch)")
+    return Plan(model=w.spec, device=dev.key, mode="train", gpus=gpus,
+                batch_size=w.batch_size, seq_len=seq_len, precision=w.precision,
+                optimizer=w.train_optimizer, cluster=cl.to_dict(), rows=rows, winner=winner,
+                evaluated=len(rows), fitting=fitting, skipped=skipped,
+                elapsed_s=time.perf_counter() - t0, notes=notes)
+
+
+__all__ = ["PLAN_MODES", "Plan", "PlanRow", "plan"]
