@@ -27,6 +27,7 @@ def test_load_graph_from_spec_and_module():
         perfcast.load_graph(42)
 
 
+@pytest.mark.slow  # a 7B model's graph in a cold process
 def test_llama2_7b_graph_without_network_within_memory_budget():
     """`perfcast inspect hf:meta-llama/Llama-2-7b-hf --seq-len 2048 --json`: no weights, < 4 GB."""
     r = subprocess.run([sys.executable, "-m", "perfcast", "inspect", "hf:meta-llama/Llama-2-7b-hf",

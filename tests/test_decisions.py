@@ -85,6 +85,7 @@ def test_mig_end_to_end_prediction():
     assert p.memory_mb == pytest.approx(bare.memory_mb + runtime_overhead_mb())
 
 
+@pytest.mark.slow  # ~6 searches (the fast tier: test_plausibility's fit vs predict)
 def test_max_batch_size_consistent_with_predict():
     r = perfcast.max_batch_size(TINY, device="a100-40gb", mode="train", mig_profile="1g.5gb",
                                 risk="central", **SMALL)

@@ -107,10 +107,9 @@ def test_to_pyg(resnet18_infer):
 
 
 # --------------------------------------------------------------------------- damaged cache entries
-@pytest.mark.parametrize("damage", ["truncate",  # the other two: slow tier (the reliability
-                                    # table checks all three, tests/reliability_cases.py)
-                                    pytest.param("empty", marks=pytest.mark.slow),
-                                    pytest.param("garbage", marks=pytest.mark.slow)])
+@pytest.mark.slow  # two cold processes each (the fast tier: the reliability table's three
+#                   cache-* rows, tests/reliability_cases.py)
+@pytest.mark.parametrize("damage", ["truncate", "empty", "garbage"])
 def test_damaged_cache_entry_is_removed_and_rebuilt(tmp_path, damage):
     """Issue #23: a truncated / empty / overwritten graph-cache entry heals with a one-line note."""
     import os

@@ -244,3 +244,22 @@ def test_load_test_short(tmp_path):
     for phase in ("steady", "memory", "mix"):
         assert d[phase]["errors"] == 0 and d[phase]["requests"] > 0, d[phase]
     assert d["mix"]["statuses"].get("422", 0) >= 15 and d["mix"]["statuses"].get("413") == 3
+
+
+@pytest.mark.slow  # fit searches ~16 batch sizes (a simulation each) for ResNet-50
+def test_readme_client_example_runs(capsys):
+    """The README's Python client, as written, against a server started as the README says."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- readme-serve-example -->\s*```python\n(.*?)```", text, re.S)
+    assert m, "README lost its perfcast serve client example"
+    proc, url = _start()
+    try:
+        code = m.group(1).replace('URL = "http://127.0.0.1:8765"', f'URL = "{url}"')
+        assert code != m.group(1)
+        exec(compile(code, "README.md", "exec"), {})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[:3]] == ["1", "8", "64"]
+    assert all(line.endswith("MiB") for line in out[:3]) and int(out[3]) > 64
