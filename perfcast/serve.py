@@ -15,6 +15,8 @@ options as JSON keys (``batch_size``, ``input_size`` …, see ``/docs``):
 ``POST /cost``      :func:`perfcast.estimate_cost` (``mode: generate``:
                     :func:`~perfcast.decisions.cost.estimate_generation_cost`) — ``perfcast
                     cost --json``
+``POST /plan``      :func:`perfcast.plan` — ``perfcast plan --json`` (layouts of a training
+                    step over ``gpus`` GPUs)
 ``GET /devices``    :func:`perfcast.devices.list_devices` — ``perfcast devices --json``
 ``GET /healthz``    liveness and counters
 ``GET /docs``       the OpenAPI page (``/openapi.json``: the schema)
@@ -190,6 +192,14 @@ def _models():
         tensor_parallel: int | None = None
         tf32: str | None = None
         use_cache: bool = True
+        # a training step over several GPUs (perfcast predict --data-parallel …)
+        data_parallel: int | None = None
+        pipeline_parallel: int | None = None
+        micro_batch_size: int | None = None
+        recompute: str | None = None
+        zero: int | None = None
+        schedule: str | None = None
+        cluster: str | None = Field(None, description="--cluster: a cluster JSON file")
 
     class FitRequest(Common):
         device: str
@@ -228,7 +238,21 @@ def _models():
         engine: str | None = None
         tensor_parallel: int | None = None
 
-    return PredictRequest, FitRequest, RankRequest, CostRequest
+    class PlanRequest(Common):
+        gpus: int
+        device: str
+        mode: str = "train"
+        cluster: str | None = None
+        data_parallel: int | None = None
+        tensor_parallel: int | None = None
+        pipeline_parallel: int | None = None
+        micro_batch_size: int | None = None
+        recompute: str | None = None
+        zero: str | list[int] | int | None = Field(None, description="ZeRO stages: 0,1 or [0, 1]")
+        schedule: str = "1f1b"
+        top: int = Field(15, description="layouts in the answer (--top)")
+
+    return PredictRequest, FitRequest, RankRequest, CostRequest, PlanRequest
 
 
 def _given(body, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -293,6 +317,29 @@ def do_cost(d: dict[str, Any]) -> dict[str, Any]:
     return estimate_cost(d.pop("model", None), **d).to_dict()
 
 
+def do_plan(d: dict[str, Any]) -> dict[str, Any]:
+    """``perfcast plan --json``: :func:`perfcast.plan`, ``top`` layouts."""
+    from perfcast.decisions.plan import plan
+
+    top = d.pop("top", 15)
+    if top < 1:
+        raise PerfcastError(f"--top must be ≥ 1, got {top}")
+    if d.get("input_size") is not None:
+        raise PerfcastError("perfcast plan takes no input_size (--seq-len for text models)")
+    d.pop("input_size", None)
+    zero = d.get("zero")
+    if isinstance(zero, str):  # "0,1" as on the command line (its message when it is not)
+        try:
+            d["zero"] = tuple(int(x) for x in zero.replace(",", " ").split())
+        except ValueError:
+            raise PerfcastError(f"bad list {zero!r}: use comma-separated values like "
+                                f"1,4,8") from None
+    elif isinstance(zero, list):
+        d["zero"] = tuple(zero)
+    model = d.pop("model")
+    return plan(model, **d).to_dict(top=top)
+
+
 def do_devices() -> list[dict[str, Any]]:
     from perfcast.devices import list_devices
 
@@ -315,7 +362,7 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
     if max_concurrency < 1 or max_queue < 0 or max_body < 1:
         raise PerfcastError("perfcast serve: --max-concurrency and --max-body must be ≥ 1, "
                             "--max-queue ≥ 0")
-    PredictRequest, FitRequest, RankRequest, CostRequest = _models()
+    PredictRequest, FitRequest, RankRequest, CostRequest, PlanRequest = _models()
     stats = Stats()
     limiter: list = []  # anyio.CapacityLimiter, made in the server's event loop
 
@@ -378,6 +425,10 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
     @app.post("/cost", summary="perfcast cost --json")
     async def cost(body: CostRequest):
         return await run(do_cost, _given(body))
+
+    @app.post("/plan", summary="perfcast plan --json")
+    async def plan(body: PlanRequest):
+        return await run(do_plan, _given(body))
 
     @app.get("/devices", summary="perfcast devices --json")
     async def devices():

@@ -116,7 +116,8 @@ def test_health_openapi_and_offline_docs(client):
     h = client.get("/healthz").json()
     assert h["status"] == "ok" and h["served"] >= 0 and h["in_flight"] == 0
     spec = client.get("/openapi.json").json()
-    assert {"/predict", "/fit", "/rank", "/cost", "/devices", "/healthz"} <= set(spec["paths"])
+    assert {"/predict", "/fit", "/rank", "/cost", "/plan", "/devices", "/healthz"} <= \
+        set(spec["paths"])
     assert "batch_size" in json.dumps(spec["components"])
     page = client.get("/docs")
     assert page.status_code == 200 and "/openapi.json" in page.text
@@ -263,3 +264,27 @@ def test_readme_client_example_runs(capsys):
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[:3]] == ["1", "8", "64"]
     assert all(line.endswith("MiB") for line in out[:3]) and int(out[3]) > 64
+
+
+TINY_GPT = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64,
+            "n_head": 4, "n_layer": 4, "n_positions": 128, "vocab_size": 512,
+            "activation_function": "gelu_new"}
+
+
+def test_plan_is_the_commands_json(client, capsys, tmp_path):
+    cfg = tmp_path / "tiny_gpt.json"
+    cfg.write_text(json.dumps(TINY_GPT))
+    model = f"hf:{cfg}"
+    r = client.post("/plan", json={"model": model, "gpus": 4, "device": "a100-80gb",
+                                   "precision": "bf16", "batch_size": 16, "seq_len": 64,
+                                   "zero": [0, 1], "top": 3})
+    assert r.status_code == 200, r.text
+    cli = _cli_json(capsys, "plan", model, "--gpus", "4", "--device", "a100-80gb",
+                    "--precision", "bf16", "--batch-size", "16", "--seq-len", "64", "--zero",
+                    "0,1", "--top", "3")
+    served = r.json()
+    assert served.pop("elapsed_s") >= 0 and cli.pop("elapsed_s") >= 0  # (the search's time)
+    assert served == cli and len(cli["rows"]) == 3
+    r = client.post("/plan", json={"model": model, "gpus": 0, "device": "a100-80gb"})
+    assert r.status_code == 422 and r.json()["error"] == _cli_error(
+        capsys, "plan", model, "--gpus", "0", "--device", "a100-80gb")
