@@ -331,15 +331,14 @@ def test_plan_python_api_beside_rank(tiny):
 
 
 # --------------------------------------------------------------------------- slow: the real ones
-GPT3_XL = "hf:../shared/data/neusight/model_configs/gpt3_xl.json"
-
-
 @pytest.mark.slow
 @pytest.mark.shared_data("neusight/model_configs/gpt3_xl.json")
-def test_acceptance_gpt3_xl_on_8_a100s(capsys, monkeypatch):
-    from pathlib import Path
+def test_acceptance_gpt3_xl_on_8_a100s(capsys):
+    """The issue's command (``hf:../shared/data/…`` from the checkout; here the shared data
+    folder wherever it is)."""
+    from perfcast.paths import public_data_dir
 
-    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    GPT3_XL = f"hf:{public_data_dir() / 'neusight/model_configs/gpt3_xl.json'}"
     rc, d, err = _run(capsys, "predict", GPT3_XL, "--mode", "train", "--device", "a100-80gb",
                       "--precision", "amp", "--batch-size", "64", "--seq-len", "2048",
                       "--data-parallel", "2", "--tensor-parallel", "2", "--pipeline-parallel",
