@@ -45,7 +45,8 @@ def _cli_json(capsys, *argv) -> dict:
 def _cli_error(capsys, *argv) -> str:
     capsys.readouterr()
     assert main(list(argv)) == 2
-    return capsys.readouterr().err.strip().removeprefix("error: ")
+    # the message line (a progress bar may come before it)
+    return capsys.readouterr().err.strip().splitlines()[-1].removeprefix("error: ")
 
 
 def test_predict_is_the_commands_json(client, capsys):
