@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from perfcast.cli import main
 from perfcast.graph import ModelGraph
 
@@ -54,6 +56,7 @@ def _signature(g: ModelGraph):
     return nodes, edges, m.batch_size, m.input_shapes, m.total_params, m.model_id
 
 
+@pytest.mark.slow  # graph for graph equality at several batches (the sweep below: fast)
 def test_symbolic_batch_graphs_equal_one_trace_per_batch():
     """One symbolic-batch export gives, at every batch, the graph a trace at that batch gives —
     CNN (conv/bn/pool), ViT (class token expanded to the batch, attention) and a pure MLP."""

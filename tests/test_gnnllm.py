@@ -188,6 +188,7 @@ def test_recipe_cli(corpus, tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--recipe gnnllm" in r.stderr
 
 
+@pytest.mark.slow  # the LM in a cold process (gnnllm in the fast tier: the tests above)
 def test_predict_with_the_shipped_gnnllm(predict_json):
     """Acceptance: `perfcast predict … --predictor gnnllm` answers with the shipped model (RTX
     3090 training time) and says so where none exists."""

@@ -55,6 +55,7 @@ JSON_COMMANDS = {
     "inspect": ["inspect", "torchvision:squeezenet1_1"],
     "train-list": ["train", "--list"],
     "query": ["query", "torchvision:squeezenet1_1", "--device", "rtx4090", "--db", "{tmp}/q.db"],
+    "plan": ["plan", "torchvision:squeezenet1_1", "--gpus", "2", "--device", "a100-80gb"],
 }
 
 
