@@ -41,7 +41,7 @@ def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = 
 
 #: Keywords of :func:`predict` that describe the workload, and those that choose how to predict.
 WORKLOAD_KEYWORDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
-                     "example_inputs", "input_len", "output_len", "engine", "layout",
+                     "example_inputs", "input_len", "output_len", "engine", "layout", "tf32",
                      *LAYOUT_KEYWORDS)
 PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb",
                    "threads", "coverage", "power_limit_w", "cluster")
@@ -112,6 +112,8 @@ class Prediction:
     batch_size: int
     input_size: list[int] | None = None
     seq_len: int | None = None
+    #: how fp32 matmuls and convolutions ran (:data:`perfcast.workload.TF32_MODES`)
+    tf32: str = "default"
     time_ms: float | None = None
     throughput_samples_per_s: float | None = None
     memory_mb: float | None = None
@@ -157,7 +159,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             runtime_overhead_mb: float | None = None, threads: int | None = None,
             coverage: float = 0.9, power_limit_w: float | None = None,
             input_len: int | None = None, output_len: int | None = None,
-            engine: str | None = None, cluster: Any = None, **layout: Any):
+            engine: str | None = None, cluster: Any = None, tf32: str | None = None,
+            **layout: Any):
     """Forecast time, memory and energy of ``model`` on ``device`` — what ``perfcast predict``
     answers, for every mode.
 
@@ -189,6 +192,8 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     :mod:`perfcast.uncertainty`).
     ``power_limit_w``: the GPU's power limit (W, within its range; default its TDP): energy and
     power at that limit, and the time where the limit binds (:mod:`perfcast.energy`).
+    ``tf32``: how fp32 matmuls and convolutions run on GPUs with TF32 units
+    (:data:`perfcast.workload.TF32_MODES`; default PyTorch's: convolutions TF32, matmuls FP32).
     """
     from perfcast.devices import get_device
 
@@ -196,7 +201,7 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     w = as_workload(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                     mode=mode, precision=precision, optimizer=optimizer,
                     example_inputs=example_inputs, input_len=input_len, output_len=output_len,
-                    engine=engine, **layout)
+                    engine=engine, tf32=tf32, **layout)
     return predict_request(w, dev, predictor=predictor, use_cache=use_cache,
                            overlap_simulation=overlap_simulation,
                            runtime_overhead_mb=runtime_overhead_mb, threads=threads,
@@ -301,7 +306,7 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
             sim_job.cancel()
     out = Prediction(model=w.spec, device=dev.key, mode=w.mode, precision=w.precision,
                      batch_size=w.batch_size, input_size=r.input_size, seq_len=w.seq_len,
-                     notes=r.notes, route=r, power_limit_w=r.power_limit_w)
+                     tf32=w.tf32, notes=r.notes, route=r, power_limit_w=r.power_limit_w)
     for target, ans in r.answers.items():
         setattr(out, target, ans.value)
         if ans.predictor is not None:

@@ -7,12 +7,12 @@ roofline analysis, applied to a forecast).
 * the **kernels** the request launches (:class:`~perfcast.features.kernels.KernelPlan`: forward,
   backward and optimizer kernels at the request's batch, precision and optimizer), each with its
   FLOPs and bytes at its own operand size, its roofline bound on the device (the peak it runs
-  at — SIMT FP32, TF32, tensor cores: :func:`perfcast.predictors.crossdevice._peak_precision` —
+  at — SIMT FP32, TF32, tensor cores: :func:`perfcast.predictors.crossdevice.peak_unit` —
   and the bandwidth) and whether that bound is **compute** or **memory**;
 * their **predicted time**: where the time prediction came from the crossdevice predictor
-  (GPUs without labeled data), each kernel is priced by its operator model (utilisation ×
-  roofline, the tensor-core model for GEMMs and convolutions on tensor cores) and the kernels'
-  sum is scaled to the predicted total (the whole-model correction, spread pro rata); where a
+  (GPUs without labeled data), each kernel is priced by its GPU-time model
+  (:func:`perfcast.predictors.crossdevice.price_kernels`) and the kernels' sum is scaled to the
+  predicted total (the whole-model correction, spread pro rata); where a
   learned whole-model predictor or the roofline answered, the predicted total is split in
   proportion to the kernels' roofline times (**roofline share**). ``operator_source`` says which;
 * grouped by **operator class** (the graph op a kernel comes from: ``conv2d``, ``linear``,
@@ -107,14 +107,18 @@ def _kernel_frame(w: Workload, use_cache: bool):
     return pd.DataFrame([{**kernel_row(k), "node": k.node or k.graph_op} for k in kernels])
 
 
-def _roofline_parts(frame, dev, precision: str):
+def _roofline_parts(frame, dev, precision: str, tf32: str = "default"):
     """Per kernel: FLOPs, bytes, compute time and memory time (s) at the peak it runs at."""
     import numpy as np
 
-    from perfcast.predictors.crossdevice import _peak_precision, kernel_frame_work
+    from perfcast.devices.derive import complete
+    from perfcast.predictors.crossdevice import kernel_frame_work, peak_unit
 
     flops, moved = kernel_frame_work(frame)
-    peaks = {kc: dev.peak_tflops(_peak_precision(kc, precision, dev)) or math.nan
+    if dev.is_gpu:
+        dev = complete(dev)[0]
+    peaks = {kc: dev.peak_tflops(peak_unit(kc, precision, dev, tf32) if dev.is_gpu
+                                 else "fp32") or math.nan
              for kc in frame["kernel_class"].unique()}
     peak = frame["kernel_class"].map(peaks).to_numpy(float)
     t_c = np.where(peak > 0, flops / (peak * 1e12), 0.0)
@@ -128,20 +132,16 @@ def _operator_times(frame, dev, w: Workload, time_source: str | None, notes: lis
     the time, else the kernels' roofline times."""
     import numpy as np
 
-    flops, moved, t_c, t_m = _roofline_parts(frame, dev, w.precision)
+    flops, moved, t_c, t_m = _roofline_parts(frame, dev, w.precision, w.tf32)
     roof_ms = np.maximum(t_c, t_m) * 1e3
     if time_source == "crossdevice":
         try:
-            from perfcast.predictors.crossdevice import price_kernels, tensor_core_work
+            from perfcast.predictors.crossdevice import price_kernels
             from perfcast.training import shipped
 
             pred = shipped.load_entry(shipped.find_any_gpu("time_ms"))
-            kf = frame.assign(record=0, device_key=dev.key, precision=w.precision)
-            ms, _ = price_kernels(pred._kernel_model(), kf, pred.p("pricing"))
-            ms = np.asarray(ms, float)
-            if pred.p("tensor_cores") == "analytic":
-                tc, roof_q = tensor_core_work(kf)
-                ms[tc] = roof_q[tc] / pred.eta_ + pred.tau_
+            kf = frame.assign(record=0, device_key=dev.key, precision=w.precision, tf32=w.tf32)
+            ms = np.asarray(price_kernels(pred._kernel_model(), kf).ms, float)
             if np.isfinite(ms).all() and ms.sum() > 0:
                 return ms, "crossdevice operator model"
         except (PerfcastError, KeyError, TypeError, ValueError) as exc:

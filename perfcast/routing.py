@@ -248,7 +248,7 @@ class _Request:
         rows = pd.DataFrame([{"model": w.spec, "family": "", "device": self.device.key,
                               "mode": w.mode, "precision": w.precision,
                               "batch_size": x.batch_size, "optimizer": w.train_optimizer,
-                              "threads": self.threads} for x in ws])
+                              "threads": self.threads, "tf32": w.tf32} for x in ws])
         n = len(ws)
         return FeatureSet(rows=rows, static=st, graph_index=np.zeros(n, np.int64),
                           graphs=[self.data() if need_graph else None],
@@ -372,6 +372,10 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
                                  overhead, overhead_src)
         if target == "time_ms" and ans.value is not None:
             _time_bounds(ans, req)
+            if user_pred is None and not (predictor and predictor != "roofline"):
+                from perfcast import anchors
+
+                anchors.dominance(ans, req)
         if target == "memory_mb" and ans.value is not None:
             if ans.source != "simulation":
                 _memory_lower_bound(ans, req, overhead)
@@ -435,10 +439,11 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
         # no model trained on this GPU's own labels: the device-conditioned one (any GPU)
         entry = shipped.find_any_gpu(target)
         if entry is not None:
-            notes.append(f"{target}: no labeled data for {desc} — crossdevice: the operator "
-                         f"model priced each kernel on this GPU's spec, corrected by what "
+            notes.append(f"{target}: no labeled data for {desc} — crossdevice: each kernel "
+                         f"priced on this GPU's spec, eager PyTorch's dispatch queue, a "
+                         f"correction learned from "
                          f"{len(entry.get('trained_on', {}).get('devices', [])) or 'other'} "
-                         f"GPUs measured (reports/crossdevice/)")
+                         f"GPUs' measurements (reports/crossdevice/)")
     if entry is not None and entry.get("memsim") and req.memsim() is None:
         alt = [e for e in shipped.manifest() if not e.get("memsim") and
                (e["device"], e["mode"], e["precision"]) == (dev.key, w.mode, w.precision)
@@ -447,6 +452,20 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
     no_answer = None
     if entry is not None and name != "roofline":
         pred = shipped.load_entry(entry)
+        if target == "time_ms" and entry["device"] == shipped.ANY_GPU and not name:
+            from perfcast import anchors
+
+            for n in pred.device_notes(dev.key) if hasattr(pred, "device_notes") else ():
+                notes.append(f"time_ms: {n}")
+            anchored = anchors.anchored(pred, req)
+            if anchored is not None:
+                pred = anchored
+                f = float(anchored.factor(float(w.batch_size)))
+                notes.append(f"time_ms: anchored on {', '.join(sorted(anchored.anchors.grid))} "
+                             f"(GPUs with their own {w.mode} {w.precision} models): the physics "
+                             f"base is {f:.2f}× off on them for this model at this batch, "
+                             f"applied here (weight {anchored.weight:g}, chosen on held-out "
+                             f"GPUs)")
         ans.value = req.run(pred, bool(entry.get("memsim")), target)
         ans.source, ans.predictor, ans.trained_on = "learned", pred.name, pred.trained_on_
         ans.model_id = _shipped_id(entry)

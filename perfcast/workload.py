@@ -49,6 +49,14 @@ MODES = ("infer", "train", "generate")
 GRAPH_MODES = ("infer", "train")
 #: ``amp`` = float16 autocast with fp32 weights; ``fp16`` / ``bf16`` = the whole model converted.
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+#: How fp32 matmuls and convolutions run on GPUs with TF32 tensor cores (NVIDIA Ampere and
+#: newer): ``default`` — PyTorch's defaults, convolutions in TF32
+#: (``torch.backends.cudnn.allow_tf32 = True``) and matmuls in full FP32
+#: (``torch.backends.cuda.matmul.allow_tf32 = False``); ``on`` — both in TF32, as NVIDIA's NGC
+#: PyTorch containers run (``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``) and as
+#: ``torch.set_float32_matmul_precision("high")`` asks; ``off`` — neither
+#: (``NVIDIA_TF32_OVERRIDE=0``, or both flags False).
+TF32_MODES = ("default", "on", "off")
 #: Serving precisions (``--mode generate``): ``int8`` / ``int4`` are weight-only quantization.
 GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4")
 #: Serving engines (``--mode generate``) and the default one.
@@ -439,6 +447,8 @@ class Workload:
     * ``input_len`` / ``output_len`` — ``--mode generate``: prompt and generated tokens per
       request (``batch_size`` requests at once); ``engine`` — the serving engine
       (:data:`ENGINES`; ``None`` outside ``generate``); precisions :data:`GENERATE_PRECISIONS`;
+    * ``tf32`` — :data:`TF32_MODES`: what fp32 matmuls and convolutions run as on GPUs with TF32
+      units (``default``: PyTorch's defaults; ``on``: NGC containers; ``off``);
     * ``layout`` — the :class:`Layout` over GPUs (training: data, tensor and pipeline
       parallelism, micro-batch, recomputation, ZeRO, schedule; ``generate``: tensor
       parallelism only). ``batch_size`` is then the *global* batch.
@@ -458,6 +468,7 @@ class Workload:
     output_len: int | None = None
     engine: str | None = None
     layout: Layout = field(default_factory=Layout)
+    tf32: str = "default"
 
     @classmethod
     def of(cls, model: Any, *, batch_size: int | None = None, input_size: Any = None,
@@ -465,7 +476,8 @@ class Workload:
            optimizer: str | None = DEFAULT_OPTIMIZER,
            example_inputs: tuple | None = None, input_len: int | None = None,
            output_len: int | None = None, engine: str | None = None,
-           layout: Layout | None = None, **layout_keywords: Any) -> Workload:
+           layout: Layout | None = None, tf32: str | None = None,
+           **layout_keywords: Any) -> Workload:
         """Parse ``model`` (a spec string, a :class:`ModelSpec` or an ``nn.Module``) and the
         options, and validate them. ``example_inputs`` belong to an ``nn.Module``. The layout is
         a :class:`Layout` or the keywords ``data_parallel``, ``tensor_parallel``,
@@ -492,7 +504,8 @@ class Workload:
             spec = ModelSpec.of_object(model, example_inputs)
         w = cls(model=spec, batch_size=batch_size, input_size=parse_input_size(input_size),
                 seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
-                input_len=input_len, output_len=output_len, engine=engine, layout=lay)
+                input_len=input_len, output_len=output_len, engine=engine, layout=lay,
+                tf32="default" if tf32 is None else str(tf32).strip().lower())
         w.validate()
         return w
 
@@ -555,6 +568,10 @@ class Workload:
                 _choice("precision", self.precision, PRECISIONS)
         if self.optimizer is not None:
             _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("tf32", self.tf32, TF32_MODES)
+        if self.tf32 != "default" and self.precision not in (None, "fp32"):
+            raise PerfcastError(f"--tf32 {self.tf32} applies to --precision fp32 (it says how "
+                                f"fp32 matmuls and convolutions run), not {self.precision}")
         self._validate_generation()
         self._validate_layout()
         if self.seq_len is not None:
@@ -845,7 +862,7 @@ class Workload:
         d = {"model": self.model.text, "batch_size": self.batch_size,
              "input_size": list(self.input_size) if self.input_size else None,
              "seq_len": self.seq_len, "mode": self.mode, "precision": self.precision,
-             "optimizer": self.train_optimizer}
+             "optimizer": self.train_optimizer, "tf32": self.tf32}
         if self.mode == "generate":
             d.update(input_len=self.input_len, output_len=self.output_len, engine=self.engine,
                      tensor_parallel=self.layout.tensor)

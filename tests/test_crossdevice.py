@@ -83,9 +83,11 @@ def test_no_kernel_time_below_its_roofline(tmp_path):
         for prec in ("fp32", "amp", "bf16"):
             kf = pd.DataFrame([_kernel_row(k, 0, dev, prec)
                                for k in plan.kernels(32, mode="train", precision=prec)])
-            ms, roof = price_kernels(km, kf)
+            pr = price_kernels(km, kf)
+            ms, roof = pr.ms, pr.roofline_ms
             assert np.isfinite(ms).all() and (roof > 0).all()
             assert (ms >= roof * (1 - 1e-12)).all(), (device, prec)
+            assert (ms <= pr.upper_ms * (1 + 1e-12)).all(), (device, prec)
 
 
 def test_new_gpu_from_its_spec_is_answered_by_crossdevice(tmp_path):
@@ -126,51 +128,58 @@ def test_fit_save_load_predicts_identically(tmp_path, monkeypatch):
     loaded = load_predictor(pred.save(tmp_path / "xd"))
     after = loaded.predict(fs)
     np.testing.assert_array_equal(before, after)
-    # the composition is ≥ the roofline of every kernel: the answer too
-    comp = pred.compose(fs)
-    assert (before[:, 0] >= comp["roofline_ms"].to_numpy() * (1 - 1e-12)).all()
-    # fp16 rows ran on tensor cores: η was fitted from them, a fraction of the peak
-    assert 0.05 <= pred.eta_ <= 1.0 and loaded.eta_ == pred.eta_
-    # few-shot: the loaded model keeps its training rows and refits its correction with a
-    # device's records, moving its answers towards them (and saved again, identically)
+    # every answer lies between Σ roofline and Σ K·(roofline + launch)
+    lo, hi = pred.bounds(fs).T
+    assert (before[:, 0] >= lo * (1 - 1e-12)).all() and (before[:, 0] <= hi * (1 + 1e-12)).all()
+    # the dispatch time per kernel is one of the candidates, per mode
+    assert set(pred.host_ms_) == {"infer", "train"}
+    assert all(v * 1e3 in pred.p("host_us") for v in pred.host_ms_.values())
+    # few-shot: a device's records rescale the answers towards them (and save identically)
     dev = fs.rows["device"].astype(str).to_numpy()
     one = np.flatnonzero(dev == dev[0])
     y = fs.target("time_ms")[one]
     err0 = np.mean(np.abs(loaded.predict(fs.subset(one))[:, 0] / y - 1))
     loaded.recalibrate(fs.subset(one))
     err1 = np.mean(np.abs(loaded.predict(fs.subset(one))[:, 0] / y - 1))
-    assert err1 < err0 and loaded.trained_on_["adapted"]["records"] == len(one)
+    assert err1 < err0
     again = load_predictor(loaded.save(tmp_path / "xd2"))
     np.testing.assert_array_equal(again.predict(fs), loaded.predict(fs))
 
 
 def test_tensor_core_kernels_and_amd_matrix_cores():
-    """amp GEMMs / convolutions are tensor-core work (wave-quantised bound ≥ the roofline);
-    fp32 GEMMs run on FP32 matrix cores on AMD CDNA, not on NVIDIA; fp32 SIMT kernels are the
-    operator model's."""
-    from perfcast.predictors.crossdevice import _kernel_row, _peak_precision, tensor_core_work
+    """amp GEMMs / convolutions run on tensor cores; in fp32 convolutions run on TF32 by
+    default on Ampere and later and GEMMs only with --tf32 on; fp32 GEMMs run on FP32 matrix
+    cores on AMD CDNA, not on NVIDIA; a GPU without tensor cores runs everything on SIMT."""
+    from perfcast.paths import package_data
+    from perfcast.predictors.crossdevice import _kernel_row, peak_unit, price_kernels
+    from perfcast.predictors.kernels import KernelModel
 
+    km = KernelModel.load(package_data("predictors", "shipped_kernels"))
     plan = _plan("timm:resnet10t", input_size=64)
-    for device, prec, expect in (("a100-40gb", "amp", True), ("a100-40gb", "fp32", True),
-                                 ("rtx2080ti", "fp32", False), ("mi250", "fp32", True),
-                                 ("v100-32gb-pcie", "fp32", False)):
-        kf = pd.DataFrame([_kernel_row(k, 0, device, prec) for k in plan.kernels(8, precision=prec)])
-        tc, roof_q = tensor_core_work(kf)
-        heavy = kf["kernel_class"].isin(["gemm", "conv"]).to_numpy()
-        # A100 fp32: convolutions on TF32 (cuDNN's default), GEMMs on the SIMT units; AMD
-        # fp32: GEMMs on matrix cores (rocBLAS), convolutions priced on the vector units
+    for device, prec, tf32 in (("a100-40gb", "amp", "default"), ("a100-40gb", "fp32", "default"),
+                               ("a100-40gb", "fp32", "on"), ("a100-40gb", "fp32", "off"),
+                               ("rtx2080ti", "fp32", "default"), ("rtx2080ti", "amp", "default"),
+                               ("mi250", "fp32", "default"), ("titan-xp", "amp", "default")):
+        kf = pd.DataFrame([_kernel_row(k, 0, device, prec, tf32)
+                           for k in plan.kernels(8, precision=prec)])
+        tc = price_kernels(km, kf).tc
+        kc = kf["kernel_class"].to_numpy()
+        heavy = np.isin(kc, ["gemm", "conv"])
         if device == "a100-40gb" and prec == "fp32":
-            assert (tc == (kf["kernel_class"] == "conv").to_numpy()).all()
+            want = {"default": kc == "conv", "on": heavy, "off": np.zeros(len(kc), bool)}[tf32]
         elif device == "mi250":
-            assert (tc == (kf["kernel_class"] == "gemm").to_numpy()).all()
+            want = kc == "gemm"  # rocBLAS SGEMM on matrix cores; convolutions on vector units
+        elif device == "titan-xp" or prec == "fp32":
+            want = np.zeros(len(kc), bool)  # Pascal has no tensor cores, Turing no TF32
         else:
-            assert (tc == (heavy & expect)).all(), (device, prec)
-        assert (roof_q[tc] > 0).all() and (roof_q[~tc] == 0).all()
+            want = heavy
+        assert (tc == want).all(), (device, prec, tf32)
     dev = perfcast.devices.get_device
-    assert _peak_precision("gemm", "fp32", dev("mi210")) == "fp32_matrix"
+    assert peak_unit("gemm", "fp32", dev("mi210")) == "fp32_matrix"
     assert dev("mi210").peak_tflops("fp32_matrix") == pytest.approx(45.3)
-    assert _peak_precision("gemm", "fp32", dev("a100-40gb")) == "fp32"
-    assert dev("a100-40gb").peak_tflops("fp32_matrix") == dev("a100-40gb").peak_fp32_tflops
+    assert peak_unit("gemm", "fp32", dev("a100-40gb")) == "fp32"
+    assert peak_unit("gemm", "fp32", dev("a100-40gb"), "on") == "tf32"
+    assert peak_unit("conv", "fp32", dev("a100-40gb"), "off") == "fp32"
 
 
 def test_attention_fused_in_half_precision_only():
@@ -181,10 +190,11 @@ def test_attention_fused_in_half_precision_only():
     assert ops("fp32").count("gemm") - ops("amp").count("gemm") == 12
 
 
-def test_operator_model_stays_in_its_measured_domain():
-    """A GEMM far larger than any measured one is priced as in-domain chunks: its utilization
-    does not collapse with the size (it did: 0.81 at M = 4,096 → 0.25 at M = 590,848); a
-    convolution of a shape never measured (1×1, stride 2) is priced as its implicit GEMM."""
+def test_operator_model_extrapolates_by_its_physics():
+    """A GEMM far larger than any measured one keeps its efficiency (the base τ + c/η + m/β
+    carries the size, the shape factor stays at its learned edge); a tiny one costs its fixed
+    GPU time, not the harness's dispatch; a convolution of a shape never measured (1×1,
+    stride 2) is priced as its implicit GEMM."""
     from perfcast.paths import package_data
     from perfcast.predictors.kernels import KernelModel
 
@@ -194,6 +204,12 @@ def test_operator_model_stays_in_its_measured_domain():
                       "device_key": "a100-40gb-pcie"})
     u = km.predict_utilization(f)
     assert u[2] >= 0.8 * u[0] and u[1] >= 0.8 * u[0], u
+    tiny = pd.DataFrame({"op": "add", "B": 4, "H": 64, "device_key": "a100-40gb-pcie"},
+                        index=[0])
+    t = km.predict(tiny)[0]
+    tau = km.gpu_time_constants()["elementwise"]["tau_ms"]
+    assert tau <= t < 4 * tau, (t, tau)
+    assert t < km.harness_floor_ms("elementwise") / 4
     conv = pd.DataFrame({"op": "conv", "B": 32, "Input_Channel": 256, "Output_Channel": 512,
                          "Kernel_Szie": 1, "Input_Size": 28, "Stride": 2, "Padding": 0,
                          "device_key": "t4"}, index=[0])

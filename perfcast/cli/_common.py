@@ -24,6 +24,7 @@ from perfcast.workload import (
     PRECISIONS,
     RECOMPUTE,
     SCHEDULES,
+    TF32_MODES,
 )
 
 out = Console()
@@ -174,6 +175,11 @@ InputLen = Annotated[int | None, typer.Option(
     "--input-len", help="--mode generate: prompt tokens per request.")]
 OutputLen = Annotated[int | None, typer.Option(
     "--output-len", help="--mode generate: generated tokens per request.")]
+Tf32 = Annotated[str, typer.Option(
+    "--tf32", help=f"How fp32 matmuls and convolutions run on GPUs with TF32 units (Ampere and "
+                   f"newer): {_or(TF32_MODES)}. default = PyTorch's defaults (convolutions TF32, "
+                   f"matmuls FP32); on = NGC containers / set_float32_matmul_precision('high'); "
+                   f"off = NVIDIA_TF32_OVERRIDE=0.")]
 Engine = Annotated[str | None, typer.Option(
     "--engine", "--framework", help=f"--mode generate: serving engine, {_or(ENGINES)} "
                                     f"(default vllm).")]

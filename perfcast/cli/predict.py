@@ -39,6 +39,7 @@ from perfcast.cli._common import (
     SeqLen,
     Store,
     TensorParallel,
+    Tf32,
     Zero,
     optional_model,
     out,
@@ -102,6 +103,7 @@ def predict(
     threads: Annotated[int | None, typer.Option(
         "--threads", help="CPU threads the model runs with (CPU devices; default: this "
                           "machine's cores).")] = None,
+    tf32: Tf32 = "default",
     input_len: InputLen = None,
     output_len: OutputLen = None,
     engine: Engine = None,
@@ -120,7 +122,9 @@ def predict(
     no_cache: NoCache = False,
 ):
     """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
-    device (--store: measured values in place of predicted ones where the store has them). Devices without labeled data fall back to the roofline and the memory simulation.
+    device (--store: measured values in place of predicted ones where the store has them). GPUs
+    without labeled data of their own are answered by `crossdevice` (their spec sheet); memory
+    without a learned model by the tensor-memory simulation.
     `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
     output token, tokens/s, memory per device (weights + KV cache), energy per token.
     `--mode train` over GPUs (--data-parallel, --tensor-parallel, --pipeline-parallel …;
@@ -134,7 +138,7 @@ def predict(
                          input_len=input_len, output_len=output_len, engine=engine,
                          data_parallel=data_parallel, tensor_parallel=tensor_parallel,
                          pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
-                         recompute=recompute, zero=zero, schedule=schedule)
+                         recompute=recompute, zero=zero, schedule=schedule, tf32=tf32)
     if cluster is not None and not w.distributed:
         raise PerfcastError("--cluster describes the GPUs of a training step over several "
                             "GPUs; give --mode train with --data-parallel, --tensor-parallel or "

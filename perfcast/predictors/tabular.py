@@ -291,33 +291,20 @@ class XGBoostPredictor(Predictor):
     def _x(self, data: FeatureSet) -> np.ndarray:
         """The design matrix: the static vector, and with ``operator_features`` the
         operator-level composition of the record on its device
-        (:class:`~perfcast.predictors.crossdevice.CrossDevicePredictor` without correction:
-        log Σ kernel time, log Σ roofline, launch share, time share per kernel class)."""
+        (:func:`~perfcast.predictors.crossdevice.composition_features`: log Σ kernel GPU time,
+        log Σ roofline, log kernel count, the share of the kernels per class)."""
         x = data.static.astype(np.float32)
         if not self.p("operator_features"):
             return x
-        from perfcast.features.kernels import KERNEL_CLASSES
-        from perfcast.predictors.crossdevice import LAUNCH_MS, CrossDevicePredictor
+        from perfcast.predictors.crossdevice import composition_features
 
         if not data.plans:
             raise PerfcastError("xgboost: operator_features needs kernel plans (build the "
                                 "feature set with plans=True)")
-        cd = CrossDevicePredictor(correction="none")
-        comp = cd._sums(cd.compose(data), self.op_eta_, LAUNCH_MS)
-        extra = [np.log(comp["kernels_ms"]), np.log(comp["roofline_ms"]),
-                 comp["n_kernels"] * LAUNCH_MS / comp["kernels_ms"],
-                 *(comp[f"share_{c}"] for c in KERNEL_CLASSES)]
+        comp = composition_features(data)
+        extra = [np.log(comp["gpu_ms"]), np.log(comp["roofline_ms"]), np.log(comp["n_kernels"]),
+                 *(comp[c] for c in comp.columns if c.startswith("kernel_share_"))]
         return np.column_stack([x, *(np.asarray(e, dtype=np.float32) for e in extra)])
-
-    def _fit_operator_eta(self, train: FeatureSet) -> None:
-        """The tensor-core efficiency of the operator composition, fitted on the training
-        records' times (the default where there is no time label)."""
-        from perfcast.predictors.crossdevice import TC_ETA_DEFAULT, CrossDevicePredictor
-
-        self.op_eta_ = TC_ETA_DEFAULT
-        if self.p("operator_features") and "time_ms" in train.labeled_targets():
-            cd = CrossDevicePredictor(correction="none").fit(train, targets=["time_ms"])
-            self.op_eta_ = float(cd.eta_)
 
     def _baseline(self, data: FeatureSet, target: str) -> np.ndarray | None:
         """``memory_baseline``: log(simulated tensors + runtime offset) per record, the boosting
@@ -403,7 +390,6 @@ class XGBoostPredictor(Predictor):
             self.boosters_: dict[str, Any] = {}
             self.chosen_: dict[str, Any] = {}
             self._fit_offset(train)
-            self._fit_operator_eta(train)
         x_all = self._x(train)
         groups_all = train.families() if "family" in train.rows.columns else \
             np.zeros(len(train), dtype=str)
@@ -482,8 +468,7 @@ class XGBoostPredictor(Predictor):
     def _state(self):
         tensors = {f"booster.{t}": np.frombuffer(bytes(b.save_raw("json")), dtype=np.uint8).copy()
                    for t, b in self.boosters_.items()}
-        return tensors, {"chosen": self.chosen_, "offset_mb": self.offset_mb_,
-                         "operator_eta": getattr(self, "op_eta_", None)}
+        return tensors, {"chosen": self.chosen_, "offset_mb": self.offset_mb_}
 
     def _set_state(self, tensors, state) -> None:
         from perfcast.trees import load_booster
@@ -496,8 +481,6 @@ class XGBoostPredictor(Predictor):
             self.boosters_[t] = load_booster(np.asarray(tensors[key], dtype=np.uint8))
         self.chosen_ = dict(state.get("chosen", {}))
         self.offset_mb_ = float(state.get("offset_mb", 0.0))
-        if state.get("operator_eta") is not None:
-            self.op_eta_ = float(state["operator_eta"])
 
 
 __all__ = ["DEFAULT_GRID", "MLPPredictor", "XGBoostPredictor", "group_kfold"]

@@ -1,0 +1,217 @@
+"""Anchors: what the GPUs with their own measurements say about a request on another GPU.
+
+Two rules keep every time answer consistent with the GPUs perfcast has labels for
+(:func:`apply`, called by :mod:`perfcast.routing` after a time is answered and bounded):
+
+* **Anchor transfer** (a GPU without labels, answered by ``crossdevice``): each *anchor* — a
+  GPU with a shipped model of its own for the request's mode and precision, whose training
+  data cover the request's kind of model — answers the request itself (``t_A``, its learned and
+  bounded time), and the physics base prices it there too (``base_A``). Its residual
+  ``ρ_A = log(t_A / base_A)`` is how far the base is off *for this model*; the answer on the
+  target GPU is ``base_X · exp(w · mean_A ρ_A)``: the base's ratio between the two GPUs — per
+  kernel, compute-bound work by the peak of the units that run it, memory-bound work by the
+  bandwidth, the host's dispatch unscaled — applied to what the anchors learned. ``w`` per
+  regime (:data:`ANCHOR_WEIGHTS`) was chosen on held-out GPUs (``reports/crossdevice/``).
+* **Dominance**: a GPU at least as good as a labeled GPU in every spec number
+  (:func:`dominates`) is never answered slower than that GPU's own answer for the request —
+  a learned per-device answer included (an RTX 4090 is never slower than an RTX 3090).
+
+Both are monotone in the target GPU's numbers (the anchors and ``w`` do not depend on them; a
+better GPU dominates a superset), so they keep the physics base's guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Spec numbers compared by :func:`dominates` (higher is better for every one; FP64, which no
+#: request perfcast answers runs in, is left out: spec sheets of deep-learning GPUs often omit it).
+SPEC_NUMBERS = ("peak_fp32_tflops", "peak_fp32_matrix_tflops", "peak_tf32_tflops",
+                "peak_fp16_tflops", "peak_bf16_tflops", "memory_gb",
+                "bandwidth_gbs", "sm_count", "fp32_cores_per_sm", "boost_clock_mhz", "l2_mb",
+                "tdp_w")
+#: Weight of the anchors' mean residual per regime (precision of the request), chosen by the
+#: held-out evaluation of ``benchmarks/crossdevice_report.py`` (reports/crossdevice/README.md,
+#: "Anchor transfer per regime": half-precision CNNs 1, fp32 CNNs ¾ — transformers 0, but no
+#: anchor covers them; bf16, never measured, takes the half-precision weight).
+ANCHOR_WEIGHTS = {"amp": 1.0, "fp16": 1.0, "bf16": 1.0, "fp32": 0.75}
+#: Model kinds whose requests an anchor's learned model covers (the shipped per-device models
+#: learned from timm and torchvision image models).
+ANCHOR_KINDS = ("timm", "torchvision")
+#: Answer bound names (``Answer.bounds``).
+ANCHOR_TRANSFER = "anchor-transfer"
+DOMINANCE_BOUND = "time-dominance"
+
+
+def dominates(x, a) -> bool:
+    """Whether GPU ``x`` is at least as good as GPU ``a`` in every spec number ``a`` states
+    (:data:`SPEC_NUMBERS`, derived fields filled: :func:`perfcast.devices.derive.complete`); a
+    number ``a`` states and ``x`` does not makes them incomparable."""
+    from perfcast.devices.derive import complete
+
+    if not (x.is_gpu and a.is_gpu) or x.key == a.key:
+        return False
+    x, a = complete(x)[0], complete(a)[0]
+    for name in SPEC_NUMBERS:
+        va = getattr(a, name)
+        if va is None:
+            continue
+        vx = getattr(x, name)
+        if vx is None or float(vx) < float(va):
+            return False
+    return True
+
+
+def anchor_entries(mode: str, precision: str) -> list[dict[str, Any]]:
+    """The first shipped time entry of every GPU with models of its own for (mode, precision)."""
+    from perfcast.devices import get_device
+    from perfcast.training import shipped
+    from perfcast.errors import PerfcastError
+
+    out, seen = [], set()
+    for e in shipped.manifest():
+        if (e["mode"], e["precision"]) != (mode, precision) or "time_ms" not in e["targets"] \
+                or e["device"] in seen or e.get("memsim"):
+            continue
+        try:
+            if not get_device(e["device"]).is_gpu:
+                continue
+        except PerfcastError:
+            continue
+        seen.add(e["device"])
+        out.append(e)
+    return out
+
+
+class _AnchorSet:
+    """The anchors of one request: per anchor GPU its learned time and the physics base's time
+    on the batch grid (:data:`perfcast.routing.BATCH_GRID`), and the final answer at the
+    request's batch (learned, bounded, capped by the anchors it dominates)."""
+
+    def __init__(self, req, base_pred) -> None:
+        import numpy as np
+
+        from perfcast.devices import get_device
+        from perfcast.routing import BATCH_GRID, Answer, _Request, _time_bounds
+        from perfcast.training import shipped
+
+        self.batches = np.asarray(BATCH_GRID, dtype=np.float64)
+        self.grid: dict[str, np.ndarray] = {}  # key → log(t_A / base_A) on the grid
+        self.final: dict[str, float] = {}
+        if req.w.precision is None:
+            return
+        for e in anchor_entries(req.w.mode, req.w.precision):
+            dev = get_device(e["device"])
+            sub = _Request(req.w, dev, req.graph, [], req.use_cache, None)
+            sub.data, sub.plan, sub.cost = req.data, req.plan, req.cost  # the same graph
+            pred = shipped.load_entry(e)
+            ans = Answer("time_ms")
+            ans.value = sub.run(pred, False, "time_ms")
+            if ans.value is None:
+                continue
+            ans.source = "learned"
+            _time_bounds(ans, sub)
+            self.final[dev.key] = float(ans.value)
+            if base_pred is not None:
+                learned = sub.grid(pred, "time_ms")[1]
+                base = sub.grid(base_pred, "time_ms")[1]
+                with np.errstate(all="ignore"):
+                    self.grid[dev.key] = np.log(learned / base)
+        devs = {k: get_device(k) for k in self.final}
+        changed = True
+        while changed:  # a few GPUs: cap until stable
+            changed = False
+            for k in self.final:
+                for j in self.final:
+                    if dominates(devs[k], devs[j]) and self.final[j] < self.final[k]:
+                        self.final[k], changed = self.final[j], True
+
+    def residual(self, batch):
+        """Mean anchor residual ``log(t_A / base_A)`` at ``batch`` (log-batch interpolation of
+        the grid; NaN without anchors)."""
+        import numpy as np
+
+        vals = []
+        for r in self.grid.values():
+            ok = np.isfinite(r)
+            if ok.sum() >= 2:
+                vals.append(np.interp(np.log(batch), np.log(self.batches[ok]), r[ok]))
+        return np.mean(vals, axis=0) if vals else np.full(np.shape(batch), np.nan)
+
+
+def anchor_set(req, base_pred=None) -> _AnchorSet:
+    """The request's :class:`_AnchorSet` (built once per request)."""
+    cached = getattr(req, "_anchor_set", None)
+    if cached is None or (base_pred is not None and not cached.grid and cached.final):
+        cached = _AnchorSet(req, base_pred)
+        req._anchor_set = cached
+    return cached
+
+
+class Anchored:
+    """The crossdevice predictor with the anchors' residual applied (module docstring): the
+    predictor routing asks, so its batch-grid bounds hold for the anchored answer too."""
+
+    learns = True
+
+    def __init__(self, base, anchors: _AnchorSet, weight: float) -> None:
+        self.base, self.anchors, self.weight = base, anchors, float(weight)
+        self.name = base.name
+        self.targets_ = base.targets_
+        self.trained_on_ = base.trained_on_
+        self.uses_graphs, self.uses_plans = base.uses_graphs, base.uses_plans
+
+    def predict(self, data):
+        import numpy as np
+
+        out = self.base.predict(data).copy()
+        j = self.targets_.index("time_ms")
+        out[:, j] *= self.factor(data.rows["batch_size"].to_numpy(np.float64))
+        # inside the base's physical bounds: the roofline and the measured slowdown
+        lo, hi = self.base.bounds(data).T
+        out[:, j] = np.minimum(np.maximum(out[:, j], lo), np.maximum(hi, lo))
+        return out
+
+    def factor(self, batch):
+        """``exp(w · ρ)`` at ``batch`` (1 where no anchor answers)."""
+        import numpy as np
+
+        rho = self.anchors.residual(batch)
+        return np.exp(self.weight * np.where(np.isfinite(rho), rho, 0.0))
+
+
+def anchored(base_pred, req):
+    """``base_pred`` anchored for the request, or ``None`` when no anchor covers it."""
+    if req.w.model.kind not in ANCHOR_KINDS or not req.device.is_gpu:
+        return None
+    w = ANCHOR_WEIGHTS.get(str(req.w.precision), 0.0)
+    if w <= 0:
+        return None
+    aset = anchor_set(req, base_pred)
+    if not aset.grid:
+        return None
+    return Anchored(base_pred, aset, w)
+
+
+def dominance(ans, req) -> None:
+    """Cap the bounded time answer at the final answer of every anchor GPU the request's GPU
+    dominates (module docstring)."""
+    from perfcast.devices import get_device
+
+    if ans.value is None or not req.device.is_gpu or req.w.model.kind == "nn.Module":
+        return
+    aset = anchor_set(req)
+    below = [(t, k) for k, t in aset.final.items() if dominates(req.device, get_device(k))]
+    if below:
+        t, k = min(below)
+        if t < ans.value:
+            req.notes.append(f"time_ms: {ans.value:,.4g} ms would be slower than {k}'s own "
+                             f"answer {t:,.4g} ms, and {req.device.key} is at least as good as "
+                             f"{k} in every spec number — capped at it")
+            ans.value = float(t)
+            ans.bounds.append(DOMINANCE_BOUND)
+
+
+__all__ = ["ANCHOR_KINDS", "ANCHOR_WEIGHTS", "SPEC_NUMBERS", "Anchored", "anchor_set",
+           "anchored", "dominance", "dominates"]
