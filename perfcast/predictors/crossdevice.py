@@ -363,6 +363,7 @@ class CrossDevicePredictor(Predictor):
     supported_targets: ClassVar[tuple[str, ...]] = ("time_ms",)
     uses_graphs: ClassVar[bool] = False
     uses_plans: ClassVar[bool] = True
+    state_format: ClassVar[str] = "numpy"  # trees and arrays: answered without torch
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:
@@ -586,10 +587,8 @@ class CrossDevicePredictor(Predictor):
     def _correct(self, X: np.ndarray) -> np.ndarray:
         Z = (X - self.x_mean_) / self.x_std_
         c = self.intercept_ + Z @ self.coef_
-        if getattr(self, "booster_", None) is not None:
-            import xgboost as xgb
-
-            c = c + self.booster_.predict(xgb.DMatrix(Z))
+        if getattr(self, "booster_", None) is not None:  # numpy trees or an xgboost.Booster
+            c = c + self.booster_.inplace_predict(Z)
         return c
 
     def _predict(self, data: FeatureSet) -> np.ndarray:
@@ -645,7 +644,7 @@ class CrossDevicePredictor(Predictor):
 
         if list(state.get("features", [])) != list(CORRECTION_FEATURES):
             raise PerfcastError("crossdevice: saved with other correction features; retrain it")
-        import xgboost as xgb
+        from perfcast.trees import load_booster
 
         boosters = {key[len("kernels."):]: bytearray(raw.numpy().tobytes())
                     for key, raw in tensors.items() if key.startswith("kernels.")}
@@ -660,8 +659,7 @@ class CrossDevicePredictor(Predictor):
         self.intercept_ = float(state["intercept"])
         self.booster_ = None
         if "booster" in tensors:
-            self.booster_ = xgb.Booster()
-            self.booster_.load_model(bytearray(tensors["booster"].numpy().tobytes()))
+            self.booster_ = load_booster(tensors["booster"].numpy().tobytes())
 
 
 def composition_features(fs: FeatureSet, kernel_model: str = "shipped") -> pd.DataFrame:

@@ -573,15 +573,13 @@ class KernelModel:
     def _log_t(self, kc: str, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """``(log predicted ms, roofline ms)`` of rows of class ``kc``: the base times the shape
         factor, the factor faded out below the sizes it was learned on (:meth:`shape_gate`)."""
-        import xgboost as xgb
-
         if kc not in self.boosters_:
             raise PerfcastError(f"{self.name}: no booster for kernel class {kc!r} (trained: "
                                 f"{', '.join(self.boosters_)})")
         X, tr = kernel_features(kc, rows)
         X = X[self.feature_names_[kc]]
-        f = self.boosters_[kc].predict(xgb.DMatrix(X.to_numpy(),
-                                                   feature_names=self.feature_names_[kc]))
+        # (columns in the trained order; numpy trees or an xgboost.Booster, perfcast.trees)
+        f = self.boosters_[kc].inplace_predict(X.to_numpy())
         c, m = kernel_times(kc, rows)
         gate = self.shape_gate(kc, rows)
         return np.log(_base(self.base_[kc], c, m)) + gate * np.asarray(f, np.float64), tr
@@ -758,8 +756,8 @@ class KernelModel:
     def from_config(cls, cfg: Mapping[str, Any], boosters: Mapping[str, Any],
                     origin: str = "kernel model") -> KernelModel:
         """A model from :meth:`config`'s dict and ``{class: XGBoost model (path, bytes or
-        bytearray)}``."""
-        import xgboost as xgb
+        bytearray)}`` — answered by numpy trees (:mod:`perfcast.trees`: no XGBoost import)."""
+        from perfcast.trees import load_booster
 
         if cfg.get("model") != cls.name:
             raise PerfcastError(f"{origin}: holds {cfg.get('model')!r}, not a {cls.name!r} model")
@@ -771,10 +769,14 @@ class KernelModel:
                      if k in cls.default_params()})
         obj.boosters_, obj.feature_names_ = {}, {}
         for kc in cfg["classes"]:
-            booster = xgb.Booster()
             try:
-                booster.load_model(boosters[kc])
-            except (xgb.core.XGBoostError, KeyError) as exc:
+                raw = boosters[kc]
+                booster = load_booster(Path(raw).read_bytes() if isinstance(raw, (str, Path))
+                                       else raw)
+            except Exception as exc:  # missing, unreadable, or XGBoost's error for bad bytes
+                if not isinstance(exc, (KeyError, OSError)) \
+                        and type(exc).__name__ != "XGBoostError":
+                    raise
                 raise PerfcastError(f"{origin}: corrupt or missing {kc} booster ({exc})") from None
             obj.boosters_[kc] = booster
             obj.feature_names_[kc] = list(cfg["feature_names"][kc])
