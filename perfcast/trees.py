@@ -178,6 +178,12 @@ class TreeEnsemble:
     def num_boosted_rounds(self) -> int:
         return self.num_trees
 
+    def save_model(self, fname) -> None:
+        """``Booster.save_model``: XGBoost's JSON (``.json``) or UBJSON (``.ubj``) file."""
+        fmt = "ubj" if str(fname).endswith(".ubj") else "json"
+        with open(fname, "wb") as f:
+            f.write(bytes(self.save_raw(fmt)))
+
     def set_param(self, *_a, **_k) -> None:
         """(XGBoost's thread settings: nothing to set here.)"""
 
