@@ -241,6 +241,17 @@ def main() -> int:
         report["steady"] = _stats(steady, args.seconds)
         print(f"steady ({args.clients} clients, {args.seconds:g} s): {report['steady']}",
               flush=True)
+        # one client, each cached request alone: the service time per kind of request
+        c = Client(url)
+        alone = {}
+        for body in CACHED:
+            raw = json.dumps(body).encode()
+            times = sorted(c.post("/predict", raw)[2] for _ in range(20))
+            alone[f"{body['model']} {body['device']} {body.get('mode', 'infer')} "
+                  f"b{body['batch_size']}"] = round(1e3 * times[len(times) // 2], 2)
+        c.close()
+        report["one_client_p50_ms"] = alone
+        print(f"one client, p50 per request: {alone}", flush=True)
 
         rss = []
         if pid is not None:

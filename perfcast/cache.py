@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from perfcast.errors import PerfcastError
@@ -27,6 +28,23 @@ def cache_path(workload: Workload) -> Path:
 #: Graph building (torch.export, dynamo) is not thread-safe: threads of one process (``perfcast
 #: serve``, the Gradio page) build one graph at a time; cached graphs load concurrently.
 _BUILD_LOCK = threading.RLock()
+
+#: Graphs kept in memory (:func:`keep_warm`): cache file → ((mtime_ns, size), graph), most
+#: recently used last. Off (0) unless a long-running process asks for it.
+_WARM: OrderedDict = OrderedDict()
+_WARM_MAX = [0]
+_WARM_LOCK = threading.Lock()
+
+
+def keep_warm(graphs: int) -> None:
+    """Keep the ``graphs`` most recently used cached graphs in memory (``perfcast serve``
+    does): a request for one of them skips reading its file while the file is unchanged
+    (same modification time and size). The graphs are shared — callers treat them as read-only
+    (every perfcast caller does). ``0`` turns it off."""
+    with _WARM_LOCK:
+        _WARM_MAX[0] = max(0, int(graphs))
+        while len(_WARM) > _WARM_MAX[0]:
+            _WARM.popitem(last=False)
 
 
 def get_graph(workload: Workload, use_cache: bool = True) -> ModelGraph:
@@ -49,10 +67,19 @@ def get_graph(workload: Workload, use_cache: bool = True) -> ModelGraph:
 
 def _load(path: Path) -> ModelGraph | None:
     """The cached graph at ``path``, ``None`` when absent or unreadable (then removed)."""
-    if not path.exists():
-        return None
     try:
-        return ModelGraph.load(path)
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    stamp = (st.st_mtime_ns, st.st_size)
+    if _WARM_MAX[0]:
+        with _WARM_LOCK:
+            hit = _WARM.get(path)
+            if hit is not None and hit[0] == stamp:
+                _WARM.move_to_end(path)
+                return hit[1]
+    try:
+        graph = ModelGraph.load(path)
     except FileNotFoundError:
         return None
     except PerfcastError as exc:  # stale or damaged entry: remove it, rebuild, say so
@@ -61,6 +88,13 @@ def _load(path: Path) -> ModelGraph | None:
             "graph cache entry %s was unreadable (%s): removed and rebuilt", path.name,
             str(exc).split(" (", 1)[-1].rstrip(")")[:120])
         return None
+    if _WARM_MAX[0]:
+        with _WARM_LOCK:
+            _WARM[path] = (stamp, graph)
+            _WARM.move_to_end(path)
+            while len(_WARM) > _WARM_MAX[0]:
+                _WARM.popitem(last=False)
+    return graph
 
 
 def _build_and_store(workload: Workload, path: Path, use_cache: bool) -> ModelGraph:
@@ -73,4 +107,4 @@ def _build_and_store(workload: Workload, path: Path, use_cache: bool) -> ModelGr
     return graph
 
 
-__all__ = ["cache_dir", "cache_path", "get_graph"]
+__all__ = ["cache_dir", "cache_path", "get_graph", "keep_warm"]

@@ -54,6 +54,8 @@ MAX_CONCURRENCY = 4
 MAX_QUEUE = 64
 #: Seconds the requests in flight get to finish after SIGTERM.
 GRACEFUL_S = 30.0
+#: Graphs kept in memory between requests (:func:`perfcast.cache.keep_warm`).
+WARM_GRAPHS = 128
 
 log = logging.getLogger("perfcast.serve")
 
@@ -455,6 +457,9 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
 
     if warm:
         warm_up()
+    from perfcast.cache import keep_warm
+
+    keep_warm(WARM_GRAPHS)  # graphs stay in memory between requests (read once from the cache)
     return BodyLimit(app, max_body) if max_body else app
 
 

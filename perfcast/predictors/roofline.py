@@ -43,6 +43,7 @@ that cannot be avoided) that :mod:`perfcast.routing` keeps every predicted time 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ HALF_PRECISIONS = ("amp", "fp16", "bf16")
 #: Ops that launch no kernel and move no bytes.
 NO_KERNEL_OPS = frozenset(_ops.VIEW_OPS | {"constant", "shape_of"})
 DEFAULT_LAUNCH_US = {"gpu": 5.0, "cpu": 1.0}
+
+#: GraphCost per graph object (the graph weakly held): a graph kept in memory is costed once.
+_COST_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 _NO_KERNEL_IDX = np.array(sorted(_ops.op_index(o) for o in NO_KERNEL_OPS), dtype=np.int64)
 _DROPOUT_IDX = _ops.op_index("dropout")
@@ -97,9 +101,18 @@ class GraphCost:
         from perfcast.features.encode import node_matrix
         from perfcast.features.records import op_arrays
 
+        key = summary  # (a frozen dataclass: equal by value)
+        memo = _COST_MEMO.get(graph)
+        if memo is not None and memo[0] == key:  # the same graph object asked again (kept
+            return memo[1]                       # warm by perfcast.cache.keep_warm)
         flops, moved, op_idx = op_arrays(graph)
-        return cls._of(flops, moved, op_idx, node_matrix(graph),
+        cost = cls._of(flops, moved, op_idx, node_matrix(graph),
                        int(graph.meta.batch_size or 1), summary)
+        try:
+            _COST_MEMO[graph] = (key, cost)
+        except TypeError:  # not weak-referenceable
+            pass
+        return cost
 
     @classmethod
     def _of(cls, flops, moved, op_idx, x, ref_batch, summary) -> GraphCost:
