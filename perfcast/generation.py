@@ -36,22 +36,37 @@ from typing import Any
 from perfcast.errors import PerfcastError
 from perfcast.workload import DEFAULT_ENGINE, ENGINES, GENERATE_PRECISIONS, MAX_SIZE, Workload
 
-#: What a ``generate`` request leaves open defaults to (:func:`resolve`).
+#: What a ``generate`` request leaves open defaults to (:func:`resolve`); llama.cpp's batch
+#: is its ``n_batch`` (:data:`LLAMA_CPP_DEFAULTS`).
 DEFAULTS = {"engine": DEFAULT_ENGINE, "precision": "fp16", "batch_size": 1}
+#: llama.cpp: ``--batch-size`` is its logical batch ``n_batch`` (LLM-Inference-Bench's "Batch
+#: Size"), default llama.cpp's own 2,048 (the prompt then runs in ubatches of 512 tokens).
+LLAMA_CPP_DEFAULTS = {"batch_size": 2048}
+#: What a serving precision means to llama.cpp: its GGUF format (int4 → the usual 4-bit
+#: K-quant, int8 → Q8_0; :data:`perfcast.workload.GGUF_PRECISIONS`).
+LLAMA_CPP_PRECISION = {"int4": "Q4_K_M", "int8": "Q8_0", "fp16": "F16", "bf16": "BF16",
+                       "fp32": "F32"}
 #: Serving precisions (declared with the other options in :mod:`perfcast.workload`).
 PRECISIONS = GENERATE_PRECISIONS
 
 
 def resolve(w: Workload) -> Workload:
     """The ``--mode generate`` workload ``w`` with :data:`DEFAULTS` filled in (a batch of 1,
-    fp16; the engine is set by :meth:`Workload.of`); refuses another mode."""
+    fp16; the engine is set by :meth:`Workload.of`); llama.cpp: ``n_batch`` 2,048 and its GGUF
+    format for a generic precision (:data:`LLAMA_CPP_PRECISION`). Refuses another mode."""
     if not isinstance(w, Workload):
         raise PerfcastError(f"a generation request is a perfcast.workload.Workload (mode "
                             f"generate), not {type(w).__name__}")
     if w.mode != "generate":
         raise PerfcastError(f"LLM generation needs --mode generate, not --mode {w.mode}")
-    changes = {k: DEFAULTS[k] for k in ("batch_size", "precision", "engine")
+    engine = w.engine or DEFAULTS["engine"]
+    base = {**DEFAULTS, **(LLAMA_CPP_DEFAULTS if engine == "llama.cpp" else {})}
+    changes = {k: base[k] for k in ("batch_size", "precision", "engine")
                if getattr(w, k) is None}
+    if engine == "llama.cpp":
+        prec = changes.get("precision", w.precision)
+        if prec in LLAMA_CPP_PRECISION:
+            changes["precision"] = LLAMA_CPP_PRECISION[prec]
     return w.replace(**changes) if changes else w
 
 
@@ -74,6 +89,9 @@ class GenerationPrediction:
     tensor_parallel: int
     time_ms: float | None = None
     ttft_ms: float | None = None
+    ttft_ms_low: float | None = None
+    ttft_ms_high: float | None = None
+    coverage: float | None = None
     tpot_ms: float | None = None
     throughput_tokens_per_s: float | None = None
     output_tokens_per_s: float | None = None
@@ -87,6 +105,9 @@ class GenerationPrediction:
     energy_per_request_j: float | None = None
     energy_per_1k_tokens_j: float | None = None
     power_w: float | None = None
+    power_by_phase_w: dict[str, float] = field(default_factory=dict)
+    energy_by_phase_j: dict[str, float] = field(default_factory=dict)
+    prefill: dict[str, Any] = field(default_factory=dict)
     bound_ms: float | None = None
     flops: float | None = None
     predictor: dict[str, str] = field(default_factory=dict)
@@ -118,6 +139,7 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     library overhead)."""
     from perfcast.llm.arch import VLLM_BLOCK_TOKENS, kv_heads_per_device
     from perfcast.llm.graphs import activation_peak_mb
+    from perfcast.llm.prefill import LLAMA_CPP_UBATCH
 
     n, mib = req.tensor_parallel, 2.0 ** 20
     block = VLLM_BLOCK_TOKENS if req.engine == "vllm" else None
@@ -125,7 +147,7 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     kv = arch.kv_cache_bytes(seqs, req.input_len + req.output_len, req.precision, block=block)
     if req.engine != "llama.cpp":  # fewer KV heads than devices: each one replicated
         kv *= kv_heads_per_device(arch, n) * n / arch.kv_heads
-    chunk = min(req.input_len, req.batch_size) if req.engine == "llama.cpp" \
+    chunk = min(req.input_len, req.batch_size, LLAMA_CPP_UBATCH) if req.engine == "llama.cpp" \
         else req.input_len
     act, _ = activation_peak_mb(arch, seqs * chunk, req.precision)
     return {"weights": arch.weight_bytes(req.precision) / n / mib, "kv_cache": kv / n / mib,
@@ -137,13 +159,27 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     ``device`` (a :class:`~perfcast.devices.Device`)."""
     import pandas as pd
 
-    from perfcast.llm.arch import llm_arch
-    from perfcast.llm.energy import bounded_power, energy_j, power_bounds
+    from perfcast.llm.arch import WEIGHT_BYTES, llm_arch
+    from perfcast.llm.energy import (
+        decode_step_work,
+        energy_j,
+        load_phase_power,
+        power_bounds,
+        utilisation,
+    )
     from perfcast.llm.graphs import activation_peak_mb, request_graph_flops
     from perfcast.llm.model import features
-    from perfcast.llm.physics import MEMORY_UTILIZATION, bound_of, request_work
+    from perfcast.llm.physics import COMPUTE_PRECISION, MEMORY_UTILIZATION, bound_of, request_work
+    from perfcast.llm.prefill import (
+        ENGINE_PREFILL,
+        LLAMA_CPP_UBATCH,
+        _vendor,
+        estimate_prefill,
+        load_constants,
+    )
     from perfcast.training.llm import load_llm_model
 
+    asked = req.precision if isinstance(req, Workload) else None
     req = resolve(req)
     req.require_lengths()
     if not device.is_gpu:
@@ -157,9 +193,11 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     llama = req.engine == "llama.cpp"
     seqs = 1 if llama else req.batch_size
     if llama:
-        out.notes.append("llama.cpp serves one sequence: --batch-size is its prompt chunk "
-                         "(n_batch), as in LLM-Inference-Bench; with several devices it splits "
-                         "the layers (one device's bandwidth per token, memory adds up)")
+        out.notes.append(f"llama.cpp serves one sequence: --batch-size is its logical batch "
+                         f"n_batch ({req.batch_size:,}; llama.cpp's default 2,048), the prompt "
+                         f"running in ubatches of min(n_batch, 512) tokens, as in "
+                         f"LLM-Inference-Bench; with several devices it splits the layers (one "
+                         f"device's bandwidth per generated token, memory adds up)")
     # memory
     parts = memory_per_device(arch, req)
     need = sum(parts.values())
@@ -181,7 +219,8 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     _, act_src = activation_peak_mb(arch, 1, req.precision)
     out.predictor["memory_mb"] = (f"arithmetic (weights + KV cache + runtime) + activations "
                                   f"from {act_src}")
-    # time: bound × learned factor (llm-xgboost)
+    # time: the decode steps from the learned model (bound × learned factor, llm-xgboost),
+    # the prefill from its own model (perfcast.llm.prefill)
     row = pd.DataFrame([{"model": req.model.name, "device": device.key,
                          "n_devices": req.tensor_parallel, "framework": req.engine,
                          "precision": req.precision, "batch_size": req.batch_size,
@@ -190,29 +229,66 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     lat = load_llm_model("latency_s")
     X = features(row, "latency_s", devices={device.key: device})
     t_arr, info = lat.predict(X, parts=True)
-    t = float(t_arr[0])
-    g = bound_of(request_work(arch, device, batch=seqs, input_len=req.input_len,
-                              output_len=req.output_len, n_devices=req.tensor_parallel,
-                              precision=req.precision, engine=req.engine,
-                              prompt_chunk=req.batch_size if llama else None),
-                 device, req.precision)
-    out.time_ms, out.bound_ms = t * 1e3, g.total_s * 1e3
+    t_learned = float(t_arr[0])
+    work = request_work(arch, device, batch=seqs, input_len=req.input_len,
+                        output_len=req.output_len, n_devices=req.tensor_parallel,
+                        precision=req.precision, engine=req.engine,
+                        prompt_chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
+    g = bound_of(work, device, req.precision)
     if info:
-        pre, dec = float(info["prefill_s"][0]), float(info["decode_s"][0])
+        dec_learned = float(info["decode_s"][0])
     else:  # split as the bound splits
-        pre, dec = t * g.prefill_s / g.total_s, t * g.decode_s / g.total_s
-    out.ttft_ms = pre * 1e3
+        dec_learned = t_learned * g.decode_s / g.total_s
+    pre = estimate_prefill(arch, device, engine=req.engine, precision=req.precision,
+                           batch=seqs, input_len=req.input_len, n_devices=req.tensor_parallel,
+                           chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
+    ttft = pre.seconds
+    dec = dec_learned if req.output_len > 1 else 0.0
+    t = max(ttft + dec, g.total_s)
+    out.time_ms, out.bound_ms = t * 1e3, g.total_s * 1e3
+    out.ttft_ms = ttft * 1e3
+    k = load_constants()
+    (q_lo, q_hi), q_key = k.interval_for(req.engine, _vendor(device))
+    out.ttft_ms_low, out.ttft_ms_high = ttft * 1e3 * math.exp(q_lo), ttft * 1e3 * math.exp(q_hi)
+    out.coverage = k.coverage
     out.tpot_ms = dec / (req.output_len - 1) * 1e3 if req.output_len > 1 else None
     out.throughput_tokens_per_s = seqs * (req.input_len + req.output_len) / t
     out.output_tokens_per_s = seqs * req.output_len / t
-    out.predictor["time_ms"] = ("llm-xgboost (arithmetic bound × learned factor ≥ 1: engine "
-                                "model ⊗ residual booster)")
+    out.prefill = {"passes": pre.passes, "tokens_per_pass": pre.chunk,
+                   "prefill_tokens_per_s": seqs * req.input_len / ttft,
+                   "parts_ms": {n: round(v * 1e3, 3) for n, v in pre.parts.items() if v},
+                   "compute_bound_share": round(pre.compute_bound, 3),
+                   "peak_tflops": round(pre.peak / 1e12, 1),
+                   "overheads_from": pre.overheads_from}
+    out.predictor["time_ms"] = ("llm-xgboost for the decode steps (arithmetic bound × "
+                                "learned factor ≥ 1: engine model ⊗ residual booster) + the "
+                                "prefill model (ttft_ms)")
+    out.predictor["ttft_ms"] = ("prefill model: operators on the spec sheet (Vidur-fitted "
+                                "GEMM and memory-bound constants) + attention + "
+                                "dequantisation + engine overheads (perfcast.llm.prefill)")
     out.trained_on["time_ms"] = lat.trained_on_
-    out.notes.append(f"time_ms: {t / g.total_s:.2f}× the arithmetic bound ({out.bound_ms:,.0f} "
-                     f"ms: weights + KV cache streamed per pass at peak bandwidth, FLOPs at "
-                     f"peak); ttft_ms = the prefill pass, tpot_ms = the decode steps ÷ "
-                     f"(output − 1), as the engine model apportions them (the data measures "
-                     f"whole requests)")
+    out.trained_on["ttft_ms"] = k.trained_on
+    eng = ENGINE_PREFILL[req.engine]
+    shown = {n: v * 1e3 for n, v in pre.parts.items() if v >= 0.01 * ttft}
+    out.notes.append(
+        f"ttft_ms: prefill priced on its own — {pre.passes:,} pass(es) of ≤ {pre.chunk:,} "
+        f"tokens ({eng.source}); "
+        + ", ".join(f"{n.replace('_', ' ')} {v:,.1f} ms" for n, v in shown.items())
+        + f"; GEMMs at {pre.peak / 1e12:,.1f} TFLOP/s peak through the operator model "
+        f"({pre.compute_bound:.0%} of their time compute-bound); engine overheads from "
+        f"{pre.overheads_from}; {k.coverage:.0%} interval from the held-out errors "
+        f"({'the ' + q_key + ' prompt processing and ' if q_key != '*' else ''}Vidur's "
+        f"operators with each GPU held out, reports/llm/serving.md)")
+    out.notes.extend(f"ttft_ms: {n}" for n in pre.notes)
+    if req.output_len > 1:
+        out.notes.append(f"time_ms = ttft_ms + the decode steps: {dec_learned / g.decode_s:.2f}× "
+                         f"their arithmetic bound (weights + KV cache streamed per step at peak "
+                         f"bandwidth), the share the learned model (trained on whole requests of "
+                         f"LLM-Inference-Bench) gives them; tpot_ms = the decode steps ÷ "
+                         f"(output − 1)")
+    else:
+        out.notes.append("--output-len 1: a prefill-only request (the prefill yields the first "
+                         "token): time_ms = ttft_ms")
     if g.waves > 1:
         out.notes.append(f"the KV cache of {seqs} sequences does not fit beside the weights: "
                          f"they run in {g.waves} waves of ≤ {g.concurrent}")
@@ -225,29 +301,59 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     if req.engine not in set(lat.trained_on_.get("engines", ENGINES)):
         out.notes.append(f"time_ms: no {req.engine} measurement in the data; its engine "
                          f"model is borrowed from vLLM on the same vendor (extrapolated)")
-    if req.precision in ("int8", "int4"):
+    if asked != req.precision:
+        out.notes.append(f"--precision {asked} on llama.cpp: priced as GGUF {req.precision} "
+                         f"({WEIGHT_BYTES[req.precision] * 8:.2f} bits per weight; give a GGUF "
+                         f"name — Q4_K_M, Q4_0, Q5_K_M, Q6_K, Q8_0, F16 — for another)")
+    if WEIGHT_BYTES[req.precision] < 2.0 and COMPUTE_PRECISION[req.precision] == "fp16":
         out.notes.append(f"{req.precision}: weight-only quantization — memory exact (weights "
-                         f"{WEIGHT_NOTE[req.precision]}); time EXTRAPOLATED: the bound streams "
-                         f"the smaller weights, the learned factor is the 16-bit one (the data "
-                         f"has no quantized rows: LLM-Inference-Bench names no precision and "
-                         f"its llama.cpp rows run at fp16 speed, reports/llm/)")
-    # energy: power ∈ [idle, TDP] × devices × time (perfcast.llm.energy)
+                         f"{WEIGHT_NOTE.get(req.precision) or _gguf_note(req.precision)}); "
+                         f"decode time EXTRAPOLATED: the bound streams the smaller weights, the "
+                         f"learned factor is the 16-bit one (the data has no quantized rows: "
+                         f"LLM-Inference-Bench names no precision and its llama.cpp rows run "
+                         f"at fp16 speed, reports/llm/); prefill priced with the engine's "
+                         f"dequantisation (ttft_ms)")
+    # energy: Σ phase power × devices × phase time (perfcast.llm.energy)
     idle, tdp, idle_src = power_bounds(device)
     if tdp:
-        Xp = features(row.assign(batch_size=seqs), "tpot_s", devices={device.key: device})
-        pw = load_llm_model("power_per_device_w")
-        p = bounded_power(device, float(pw.predict(Xp)[0]))
-        out.power_w = p
-        out.energy_j = energy_j(p, req.tensor_parallel, t)
+        pp = load_phase_power()
+        n = req.tensor_parallel
+        n_rate = 1 if llama else n  # decode over a layer split: one device at a time
+        mu_p, cu_p = utilisation(pre.flops, pre.bytes + arch.kv_bytes_per_token(req.precision)
+                                 * seqs * req.input_len, ttft, device, n)
+        p_pre = pp.power(device, float(mu_p), float(cu_p))
+        e_pre = energy_j(p_pre, n, ttft)  # every device busy (llama.cpp: pipelined ubatches)
+        e_dec, p_dec = 0.0, None
+        if dec > 0:
+            step = dec / (req.output_len - 1)
+            f_d, m_d = decode_step_work(arch, batch=seqs,
+                                        context=req.input_len + req.output_len / 2.0,
+                                        precision=req.precision,
+                                        n_devices=1 if llama else req.tensor_parallel)
+            mu_d, cu_d = utilisation(f_d, m_d, step, device, n_rate)
+            p_dec = pp.power(device, float(mu_d), float(cu_d))
+            e_dec = energy_j(p_dec, n_rate, dec) + energy_j(idle, req.tensor_parallel - n_rate,
+                                                            dec)
+        out.power_by_phase_w = {"prefill": round(p_pre, 1),
+                                **({"decode": round(p_dec, 1)} if p_dec is not None else {})}
+        out.energy_by_phase_j = {"prefill": e_pre, **({"decode": e_dec} if dec > 0 else {})}
+        out.energy_j = e_pre + e_dec
+        out.power_w = out.energy_j / (req.tensor_parallel * t)
         out.energy_per_token_j = out.energy_j / (seqs * req.output_len)
         out.energy_per_request_j = out.energy_j / seqs
         out.energy_per_1k_tokens_j = out.energy_per_token_j * 1000
-        out.predictor["energy_j"] = ("power (llm-xgboost, fraction of TDP, bounded between "
-                                     "idle and TDP by perfcast.energy, the one energy code "
-                                     "path) × devices × time_ms")
-        out.trained_on["energy_j"] = pw.trained_on_
-        out.notes.append(f"energy: power bounded between idle {idle:,.0f} W ({idle_src}) and "
-                         f"TDP {tdp:,.0f} W per device")
+        out.predictor["energy_j"] = ("Σ phase power × devices × phase time: power = idle + "
+                                     "(TDP − idle) × activity of the phase's memory and "
+                                     "compute utilisation (llm-phase-power: ML.ENERGY, ceiling "
+                                     "from Zeus), bounded by perfcast.energy")
+        out.trained_on["energy_j"] = pp.trained_on
+        out.notes.append(
+            f"energy: prefill {p_pre:,.0f} W per device for {ttft * 1e3:,.1f} ms"
+            + (f", decode {p_dec:,.0f} W for {dec * 1e3:,.0f} ms" if p_dec is not None else "")
+            + f"; power between idle {idle:,.0f} W ({idle_src}) and TDP {tdp:,.0f} W"
+            + (f"; llama.cpp's layer split keeps one of the {req.tensor_parallel} devices busy "
+               f"at a time while generating, the others idle" if llama
+               and req.tensor_parallel > 1 else ""))
     else:
         out.notes.append(f"energy_j: {device.key} has no TDP in its spec")
     if not out.fits:
@@ -260,8 +366,47 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     return out
 
 
+def decode_step_seconds(req: Workload, device, batches) -> list[float]:
+    """Seconds of one decode step of ``req`` (its lengths, engine, precision, devices) at each
+    number of running sequences in ``batches``: the decode steps the learned model gives a
+    static batch of that many requests, ÷ (output − 1) — ``tpot_ms`` of
+    :func:`predict_generation` for every batch in one call of the model (what the serving
+    planner, :mod:`perfcast.decisions.serving`, interpolates)."""
+    import pandas as pd
+
+    from perfcast.llm.model import features
+    from perfcast.training.llm import load_llm_model
+
+    req = resolve(req)
+    req.require_lengths()
+    if req.output_len < 2:
+        raise PerfcastError("a decode step needs --output-len ≥ 2")
+    llama = req.engine == "llama.cpp"
+    rows = pd.DataFrame([{"model": req.model.name, "device": device.key,
+                          "n_devices": req.tensor_parallel, "framework": req.engine,
+                          "precision": req.precision,
+                          "batch_size": req.batch_size if llama else int(b),
+                          "concurrent": 1 if llama else int(b), "input_len": req.input_len,
+                          "output_len": req.output_len} for b in batches])
+    lat = load_llm_model("latency_s")
+    X = features(rows, "latency_s", devices={device.key: device})
+    t, info = lat.predict(X, parts=True)
+    if info:
+        dec = info["decode_s"]
+    else:
+        dec = t * X["log_decode_s"].map(math.exp).to_numpy() / X["bound_s"].to_numpy()
+    return [float(v) / (req.output_len - 1) for v in dec]
+
+
 WEIGHT_NOTE = {"int8": "1 byte + an fp16 scale per 128 weights",
                "int4": "½ byte + an fp16 scale per group of 128 weights (GPTQ / AWQ layout)"}
+
+
+def _gguf_note(precision: str) -> str:
+    from perfcast.llm.arch import GGUF_BITS
+
+    return (f"{GGUF_BITS[precision]:.2f} bits per weight, llama.cpp's file average for "
+            f"{precision}")
 
 
 def _fits_fn(arch, req: Workload, device):
@@ -340,5 +485,6 @@ def max_generation_context(req: Workload, device
     return i, limited, predict_generation(req.replace(input_len=i), device)
 
 
-__all__ = ["DEFAULTS", "ENGINES", "GenerationPrediction", "PRECISIONS", "max_generation_batch",
+__all__ = ["DEFAULTS", "ENGINES", "GenerationPrediction", "LLAMA_CPP_DEFAULTS",
+           "LLAMA_CPP_PRECISION", "PRECISIONS", "decode_step_seconds", "max_generation_batch",
            "max_generation_context", "memory_per_device", "predict_generation", "resolve"]

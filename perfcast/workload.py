@@ -57,8 +57,15 @@ PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 #: ``torch.set_float32_matmul_precision("high")`` asks; ``off`` — neither
 #: (``NVIDIA_TF32_OVERRIDE=0``, or both flags False).
 TF32_MODES = ("default", "on", "off")
-#: Serving precisions (``--mode generate``): ``int8`` / ``int4`` are weight-only quantization.
-GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4")
+#: GGUF weight formats of llama.cpp (``--mode generate --engine llama.cpp``), by llama.cpp's
+#: names (case-insensitive): 16/32-bit ``F16``, ``BF16``, ``F32`` and the quantized ``Q8_0``,
+#: ``Q6_K``, ``Q5_K_M``, ``Q4_K_M``, ``Q4_0`` (bytes per weight: :data:`perfcast.llm.arch.
+#: WEIGHT_BYTES`). llama.cpp also takes ``int8`` / ``int4`` / ``fp16`` (read as ``Q8_0`` /
+#: ``Q4_K_M`` / ``F16``, :func:`perfcast.generation.resolve`).
+GGUF_PRECISIONS = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
+#: Serving precisions (``--mode generate``): ``int8`` / ``int4`` are weight-only quantization;
+#: the GGUF formats (:data:`GGUF_PRECISIONS`) are llama.cpp's.
+GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4", *GGUF_PRECISIONS)
 #: Serving engines (``--mode generate``) and the default one.
 ENGINES = ("vllm", "trt-llm", "llama.cpp", "deepspeed-mii", "hf")
 DEFAULT_ENGINE = "vllm"
@@ -494,6 +501,10 @@ class Workload:
             engine = DEFAULT_ENGINE
         if precision is _MODE_DEFAULT:
             precision = "fp16" if mode == "generate" else "fp32"
+        elif mode == "generate" and isinstance(precision, str) \
+                and precision not in GENERATE_PRECISIONS \
+                and precision.strip().upper() in GGUF_PRECISIONS:
+            precision = precision.strip().upper()  # GGUF names: q4_k_m → Q4_K_M
         if isinstance(model, (str, ModelSpec)):
             spec = ModelSpec.parse(model)
             if example_inputs is not None:
@@ -628,6 +639,10 @@ class Workload:
                                 f"--input-len / --output-len)")
         if self.engine is not None:
             _choice("engine", self.engine, ENGINES)
+        if self.precision in GGUF_PRECISIONS and self.engine != "llama.cpp":
+            raise PerfcastError(f"--precision {self.precision} is a GGUF format of llama.cpp "
+                                f"(--engine llama.cpp); {self.engine or DEFAULT_ENGINE} takes "
+                                f"fp16, bf16, fp32, int8 or int4")
 
     def require_lengths(self, *names: str) -> None:
         """Raise the one-line error of a ``generate`` request without ``input_len`` /
@@ -941,7 +956,8 @@ def _versions(packages: tuple[str, ...] = ("torch", "timm", "transformers", "onn
     return tuple(out)
 
 
-__all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "GENERATE_PRECISIONS", "GRAPH_MODES",
+__all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "GENERATE_PRECISIONS",
+           "GGUF_PRECISIONS", "GRAPH_MODES",
            "INPUT_KINDS", "INTERLEAVED_CHUNKS", "LAYOUT_KEYWORDS", "LAYOUT_OPTIONS", "Layout",
            "MAX_GPUS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE",
            "SCHEDULES", "SpecKind", "Workload", "ZERO_STAGES", "file_kind", "object_kind",

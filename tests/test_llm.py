@@ -413,16 +413,24 @@ def test_cost_generate_bad_input(extra, needle, capsys):
     assert rc == 2 and needle in err and len(err.splitlines()) == 1, err
 
 
-def test_int4_memory_exact_and_time_flagged(capsys):
+@pytest.mark.parametrize("engine,precision,bits", [
+    ("vllm", "int4", 8 * (0.5 + 2 / 128)),  # GPTQ / AWQ: ½ byte + an fp16 scale per 128
+    ("llama.cpp", "int4", 4.90),  # llama.cpp's 4-bit GGUF: Q4_K_M, its file average
+    ("llama.cpp", "q8_0", 8.51),  # a GGUF name, any case
+])
+def test_int4_memory_exact_and_time_flagged(engine, precision, bits, capsys):
     assert main(["predict", "hf:meta-llama/Llama-2-7b-hf", "--mode", "generate", "--device",
                  "rtx4090", "--input-len", "128", "--output-len", "128", "--framework",
-                 "llama.cpp", "--precision", "int4", "--json"]) == 0
+                 engine, "--precision", precision, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["memory_breakdown_mb"]["weights"] == pytest.approx(
-        6_738_415_616 * (0.5 + 2 / 128) / 2**20, abs=0.1)
+        6_738_415_616 * bits / 8 / 2**20, abs=0.1)
+    # 256 tokens of 512 KiB (whole 16-token blocks under vLLM)
     assert d["memory_breakdown_mb"]["kv_cache"] == pytest.approx(256 * 524_288 / 2**20)
     assert any("EXTRAPOLATED" in n for n in d["notes"])
     assert any("not among the measured accelerators" in n for n in d["notes"])
+    if engine == "llama.cpp":
+        assert d["precision"] == precision.upper() if precision != "int4" else "Q4_K_M"
 
 
 def test_activations_from_the_simulation_or_a_closed_form(tmp_path):

@@ -58,7 +58,8 @@ def train(
         "--epochs", help="Epochs (learned GNN/MLP predictors).")] = None,
     workers: Workers = 2,
     only: Annotated[str | None, typer.Option(
-        "--only", help="Recipe: comma-separated entry ids.")] = None,
+        "--only", help="Recipe: comma-separated entry ids (llm: latency, power, prefill, "
+                       "phase-power).")] = None,
     transfer: Annotated[str, typer.Option(
         "--transfer", help="--init-from: auto (the best on held-out models), finetune (train "
                            "every weight further), recalibrate (map the prediction, log y = a + "
@@ -120,7 +121,7 @@ def train(
             from perfcast.training.llm import train_llm
 
             prog.start("training LLM models")
-            res = train_llm(out_dir)
+            res = train_llm(out_dir, only=split_list(only) or None)
             summary = {"recipe": recipe, "models": len(res["models"]),
                        "out": ", ".join(m["path"] for m in res["models"].values()),
                        "seconds": res["seconds"]}

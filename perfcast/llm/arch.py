@@ -25,8 +25,19 @@ from perfcast.errors import ModelSpecError, PerfcastError
 #: weights (GPTQ / AWQ's common layout).
 WEIGHT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "amp": 2.0, "int8": 1.0 + 2 / 128,
                 "int4": 0.5 + 2 / 128}
-#: Bytes per KV-cache element by serving precision (weight-only quantization keeps 16-bit KV).
-KV_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "amp": 2, "int8": 2, "int4": 2}
+#: Bits per weight of llama.cpp's GGUF formats (:data:`perfcast.workload.GGUF_PRECISIONS`),
+#: averaged over a whole file as llama.cpp's ``quantize`` tool lists them for Llama-3-8B
+#: (8.03 B parameters; GiB × 2³⁰ × 8 / parameters): a K-quant "M" mix keeps some tensors at
+#: 6 bits (Q4_K_M: 4.58 GiB → 4.90 bits; Q5_K_M: 5.33 GiB → 5.70; Q6_K: 6.14 GiB → 6.57; Q4_0:
+#: 4.34 GiB → 4.64; Q8_0: 7.96 GiB → 8.51, its 34-byte blocks of 32 weights); 16/32-bit formats
+#: as stored.
+GGUF_BITS = {"F32": 32.0, "F16": 16.0, "BF16": 16.0, "Q8_0": 8.51, "Q6_K": 6.57,
+             "Q5_K_M": 5.70, "Q4_K_M": 4.90, "Q4_0": 4.64}
+WEIGHT_BYTES.update({k: v / 8.0 for k, v in GGUF_BITS.items()})
+#: Bytes per KV-cache element by serving precision (weight-only quantization keeps 16-bit KV;
+#: llama.cpp's cache is F16 by default, F32 for an F32 model).
+KV_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "amp": 2, "int8": 2, "int4": 2,
+            **{k: 4 if k == "F32" else 2 for k in GGUF_BITS}}
 #: vLLM's KV-cache block (tokens): a sequence's cache is allocated in whole blocks.
 VLLM_BLOCK_TOKENS = 16
 
@@ -282,5 +293,5 @@ def kv_heads_per_device(arch: LLMArch, tensor_parallel: int) -> int:
     return max(1, arch.kv_heads // max(1, tensor_parallel))
 
 
-__all__ = ["KV_BYTES", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES", "arch_from_config",
+__all__ = ["GGUF_BITS", "KV_BYTES", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES", "arch_from_config",
            "kv_heads_per_device", "llm_arch"]

@@ -34,8 +34,22 @@ LLM_MODELS = {
 }
 
 
-def train_llm(out_root: str | Path | None = None) -> dict[str, Any]:
-    """Fit and save the models of :data:`LLM_MODELS`; returns where and on how many rows."""
+#: The parts ``perfcast train --recipe llm --only …`` can rebuild: the two learned models of
+#: :data:`LLM_MODELS`, the prefill constants (:mod:`perfcast.training.prefill`) and the phase
+#: power model (:mod:`perfcast.training.phase_power`, after the prefill it reads).
+LLM_PARTS = ("latency", "power", "prefill", "phase-power")
+
+
+def train_llm(out_root: str | Path | None = None, only: list[str] | None = None
+              ) -> dict[str, Any]:
+    """Fit and save the models of :data:`LLM_MODELS`, the prefill constants and the phase
+    power model (``only``: some of :data:`LLM_PARTS`); returns where and on how many rows."""
+    from perfcast.errors import unknown_choice
+
+    for part in only or ():
+        if part not in LLM_PARTS:
+            raise unknown_choice("--only part of --recipe llm", part, LLM_PARTS)
+    parts = list(only or LLM_PARTS)
     import hashlib
 
     from perfcast.datasets.llm import load_llm_bench, load_mlenergy
@@ -50,6 +64,8 @@ def train_llm(out_root: str | Path | None = None) -> dict[str, Any]:
              "mlenergy-v2": "mlenergy-leaderboard-v2.csv"}
     out = {}
     for target, (source, params, name) in LLM_MODELS.items():
+        if {"latency_s": "latency", "power_per_device_w": "power"}[target] not in parts:
+            continue
         df = frames[source]()
         X = features(df, "latency_s" if target == "latency_s" else "tpot_s")
         m = LLMGenerationPredictor(target=target, **params).fit(X, df[target].to_numpy())
@@ -63,6 +79,16 @@ def train_llm(out_root: str | Path | None = None) -> dict[str, Any]:
                          "command": "perfcast train --recipe llm --out perfcast/training/shipped"}
         m.save(root / name)
         out[name] = {"records": len(df), "path": str(root / name)}
+    if "prefill" in parts:
+        from perfcast.training.prefill import train_prefill
+
+        res = train_prefill(root)
+        out["llm-prefill"] = {"records": res["records"], "path": res["path"]}
+    if "phase-power" in parts:
+        from perfcast.training.phase_power import train_phase_power
+
+        res = train_phase_power(root)
+        out["llm-phase-power"] = {"records": res["records"], "path": res["path"]}
     return {"models": out, "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -81,4 +107,4 @@ def _load(path: str):
     return LLMGenerationPredictor.load(path)
 
 
-__all__ = ["LLM_MODELS", "load_llm_model", "train_llm"]
+__all__ = ["LLM_MODELS", "LLM_PARTS", "load_llm_model", "train_llm"]
