@@ -624,15 +624,17 @@ def rank(
 @app.command(rich_help_panel=PANEL_PREDICT)
 def plan(
     model: Model,
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs to spread the training over.",
-                                      show_default=False)],
     device: Device,
+    gpus: Annotated[int | None, typer.Option(
+        "--gpus", help="--mode train: GPUs to spread the training over (required); --mode "
+                       "generate: the most GPUs a deployment may use.", show_default=False)] = None,
     cluster: Cluster = None,
     batch_size: Annotated[int | None, typer.Option(
         "--batch-size", "-b", help="Global batch (default: max(32, GPUs)).")] = None,
     seq_len: SeqLen = None,
-    mode: Annotated[str, typer.Option("--mode", help="train (the layouts of a training "
-                                                     "step).")] = "train",
+    mode: Annotated[str, typer.Option(
+        "--mode", help="train (the layouts of a training step) or generate (the deployments "
+                       "serving an LLM at --rate).")] = "train",
     precision: Precision = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     data_parallel: Annotated[int | None, typer.Option(
@@ -649,11 +651,30 @@ def plan(
     zero: Annotated[str | None, typer.Option(
         "--zero", help="Only these ZeRO stages, e.g. 0,1 (default 0,1,2,3).")] = None,
     schedule: Schedule = "1f1b",
-    top: Annotated[int, typer.Option("--top", help="Layouts shown (the JSON: --top too).")] = 15,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", help="--mode generate: requests per second to serve.")] = None,
+    input_len: InputLen = None,
+    output_len: OutputLen = None,
+    slo_ttft: Annotated[float | None, typer.Option(
+        "--slo-ttft", help="--mode generate: time-to-first-token SLO (ms, mean).")] = None,
+    slo_tpot: Annotated[float | None, typer.Option(
+        "--slo-tpot", help="--mode generate: time-per-output-token SLO (ms, mean).")] = None,
+    engine: Engine = None,
+    max_batch: Annotated[int | None, typer.Option(
+        "--max-batch", help="--mode generate: fix the running requests per replica "
+                            "(default: every power of two that fits).")] = None,
+    price_per_hour: Annotated[float | None, typer.Option(
+        "--price-per-hour", help="--mode generate: USD per GPU-hour (default: the cheapest "
+                                 "on file for the device).")] = None,
+    provider: Provider = None,
+    top: Annotated[int, typer.Option("--top", help="Rows shown (the JSON: --top too).")] = 15,
     as_json: Json = False,
 ):
     """Rank every valid (D, T, P, micro-batch, recompute, ZeRO) layout of --gpus GPUs by
-    predicted time per iteration among those that fit, and name the winner."""
+    predicted time per iteration among those that fit, and name the winner. `--mode generate`
+    (hf: LLMs): the cheapest deployment (GPUs, tensor parallel, replicas, max batch) serving
+    --rate requests/s of --input-len → --output-len tokens within --slo-ttft / --slo-tpot, with
+    USD and energy per million tokens, and the table of candidates."""
     from perfcast.cli._common import StageProgress, split_list
     from perfcast.decisions.plan import plan as do_plan
 
@@ -661,15 +682,22 @@ def plan(
         raise PerfcastError(f"--top must be ≥ 1, got {top}")
     zeros = tuple(split_list(zero, int)) if zero else None
     with StageProgress(hidden=as_json) as prog:
-        prog.start("layouts")
+        stage = "deployments" if mode == "generate" else "layouts"
+        prog.start(stage)
         r = do_plan(model, gpus=gpus, device=device, cluster=cluster, batch_size=batch_size,
                     seq_len=seq_len, precision=precision, optimizer=optimizer, mode=mode,
                     data_parallel=data_parallel, tensor_parallel=tensor_parallel,
                     pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
                     recompute=recompute, zero=zeros, schedule=schedule,
-                    progress=lambda i, n: prog.update("layouts", i, n, ""))
+                    progress=lambda i, n: prog.update(stage, i, n, ""),
+                    rate=rate, input_len=input_len, output_len=output_len,
+                    slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot, engine=engine,
+                    max_batch=max_batch, price_per_hour=price_per_hour, provider=provider)
     if as_json:
         print_json(r.to_dict(top=top))
+        return
+    if mode == "generate":
+        _print_serving_plan(r, top)
         return
     t = Table(title=f"{r.model} on {r.gpus:,}× {r.device} — train, {r.precision}, global batch "
                     f"{r.batch_size:,}{f', {r.seq_len:,} tokens' if r.seq_len else ''}: "
@@ -699,6 +727,52 @@ def plan(
     out.print(f"[dim]{r.evaluated:,} layouts in {r.elapsed_s:,.1f} s"
               + (f"; skipped: {', '.join(f'{k} ({v})' for k, v in r.skipped.items())}"
                  if r.skipped else "") + "[/dim]", highlight=False)
+    print_notes(r.notes)
+
+
+
+
+def _print_serving_plan(r, top: int) -> None:
+    """``plan --mode generate``: the :class:`~perfcast.decisions.serving.ServingPlan`."""
+    slo = ", ".join(x for x in (f"TTFT ≤ {r.slo_ttft_ms:g} ms" if r.slo_ttft_ms else "",
+                                f"TPOT ≤ {r.slo_tpot_ms:g} ms" if r.slo_tpot_ms else "") if x)
+    t = Table(title=f"{r.model} on {r.device} — {r.engine}, {r.precision}, {r.rate:g} req/s of "
+                    f"{r.input_len:,} → {r.output_len:,} tokens{', ' + slo if slo else ''}: "
+                    f"{r.feasible} of {r.evaluated} deployments meet it (top "
+                    f"{min(top, len(r.rows))}; T×R = tensor parallel × replicas; batch = "
+                    f"running requests a replica admits; kWh and USD per 1M output tokens)",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    usd = r.usd_per_gpu_hour is not None
+    cols = ["#", "GPUs", "T×R", "batch", "run", "TTFT ms", "TPOT ms", "W/GPU", "kWh/1M"]
+    cols += ["USD/1M", "SLO"] if usd else ["SLO"]
+    for col in cols:
+        t.add_column(col, justify="left" if col == "SLO" else "right", no_wrap=col != "SLO")
+    for row in r.rows[:top]:
+        style = "bold green" if r.winner is not None and row is r.winner else None
+        cells = [str(row.rank), str(row.gpus), f"{row.tensor_parallel}×{row.replicas}",
+                 str(row.max_batch), val(row.running_batch, "{:,.1f}"),
+                 val(row.ttft_ms, "{:,.0f}"), val(row.tpot_ms, "{:,.1f}"),
+                 val(row.power_w, "{:,.0f}"), val(row.kwh_per_1m_output_tokens, "{:,.2f}")]
+        if usd:
+            cells.append(val(row.usd_per_1m_output_tokens, "{:,.3f}"))
+        cells.append("yes" if row.meets_slo else f"[red]no[/red] {row.why}")
+        t.add_row(*cells, style=style)
+    out.print(t)
+    if r.winner is not None:
+        w = r.winner
+        usd = (f", {w.usd_per_1m_output_tokens:,.3f} USD per 1M output tokens "
+               f"({w.usd_per_1m_tokens:,.3f} per 1M tokens in + out)"
+               if w.usd_per_1m_output_tokens is not None else "")
+        out.print(f"winner: [bold]{w.replicas} replica(s) × T={w.tensor_parallel} = {w.gpus} "
+                  f"GPU(s), max batch {w.max_batch}[/bold] — TTFT {w.ttft_ms:,.0f} ms, TPOT "
+                  + (f"{w.tpot_ms:,.1f} ms" if w.tpot_ms is not None else "—")
+                  + (f", {w.kwh_per_1m_output_tokens:,.2f} kWh per 1M output tokens"
+                     if w.kwh_per_1m_output_tokens is not None else "") + usd,
+                  highlight=False)
+    else:
+        out.print("[red]no deployment meets the SLOs[/red]", highlight=False)
+    out.print(f"[dim]{r.evaluated:,} deployments in {r.elapsed_s:,.1f} s[/dim]",
+              highlight=False)
     print_notes(r.notes)
 
 

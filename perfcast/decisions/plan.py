@@ -2,9 +2,10 @@
 --batch-size B`` — every valid (D, T, P, micro-batch, recomputation, ZeRO) layout of N GPUs,
 ranked by predicted iteration time among those that fit, and the winner.
 
-``mode="train"`` is the only planner today; the request and the table are built so that a
-serving planner (``--mode generate --rate R``, issue #30) is one more branch of :func:`plan`
-over the same :class:`~perfcast.workload.Workload`.
+``mode="generate"`` plans serving instead: ``perfcast plan hf:ID --mode generate --device D
+--rate R --input-len I --output-len O [--slo-ttft MS] [--slo-tpot MS]`` — the cheapest
+deployment (GPUs, tensor parallel, replicas, max batch) meeting the SLOs at that rate
+(:mod:`perfcast.decisions.serving`); :func:`plan` is the one entry for both.
 
 For an ``hf:`` transformer the candidates are priced by the per-layer arithmetic of one traced
 block (:class:`~perfcast.parallel.TransformerLayouts`: two small traces, then microseconds per
@@ -29,8 +30,8 @@ from perfcast.workload import (
     Layout,
 )
 
-#: Planners by mode (a serving planner joins as "generate").
-PLAN_MODES = ("train",)
+#: Planners by mode: layouts of a training step, deployments of a served LLM.
+PLAN_MODES = ("train", "generate")
 
 
 @dataclass
@@ -90,7 +91,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def plan(model: Any, *, gpus: int, device: str, cluster: Any = None,
+def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = None,
          batch_size: int | None = None, seq_len: int | None = None,
          precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER, mode: str = "train",
          data_parallel: int | None = None, tensor_parallel: int | None = None,
@@ -98,21 +99,66 @@ def plan(model: Any, *, gpus: int, device: str, cluster: Any = None,
          recompute: tuple[str, ...] | str | None = None,
          zero: tuple[int, ...] | int | None = None, schedule: str = "1f1b",
          use_cache: bool = True,
-         progress: Callable[[int, int], None] | None = None) -> Plan:
-    """Rank every valid layout of ``gpus`` GPUs of ``device`` for one training iteration of
-    ``model`` with a global ``batch_size`` (default 32 per … GPU: ``gpus`` × 1 sample,
-    at least 32). The layout options fix part of the search: ``data_parallel``,
-    ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size`` (a number), ``recompute``
-    and ``zero`` (one value or several); ``schedule`` is the pipeline schedule. Exit 2 on a
-    wrong request — a fixed T·P·D that is not ``gpus``, a T that does not divide the heads,
-    a P beyond the layers — naming the rule."""
+         progress: Callable[[int, int], None] | None = None,
+         rate: float | None = None, input_len: int | None = None,
+         output_len: int | None = None, slo_ttft_ms: float | None = None,
+         slo_tpot_ms: float | None = None, engine: str | None = None,
+         max_batch: int | None = None, price_per_hour: float | None = None,
+         provider: str | None = None):
+    """``mode="train"``: rank every valid layout of ``gpus`` GPUs of ``device`` for one
+    training iteration of ``model`` with a global ``batch_size`` (default 32 per … GPU:
+    ``gpus`` × 1 sample, at least 32). The layout options fix part of the search:
+    ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size`` (a
+    number), ``recompute`` and ``zero`` (one value or several); ``schedule`` is the pipeline
+    schedule. Exit 2 on a wrong request — a fixed T·P·D that is not ``gpus``, a T that does
+    not divide the heads, a P beyond the layers — naming the rule. Returns a :class:`Plan`.
+
+    ``mode="generate"``: the deployments of the LLM ``model`` serving ``rate`` requests/s of
+    ``input_len`` → ``output_len`` tokens on ``device`` within ``slo_ttft_ms`` /
+    ``slo_tpot_ms``, cheapest first (:func:`perfcast.decisions.serving.plan_serving`:
+    ``engine``, ``precision``, a fixed ``tensor_parallel`` or ``max_batch``, ``gpus`` = the
+    most GPUs, ``price_per_hour`` / ``provider``). Returns a
+    :class:`~perfcast.decisions.serving.ServingPlan`."""
     from perfcast.api import as_workload
     from perfcast.devices import get_device
 
     t0 = time.perf_counter()
     if mode not in PLAN_MODES:
-        raise PerfcastError(f"perfcast plan --mode {mode}: planning covers --mode train "
-                            f"(layouts of a training step over GPUs)")
+        from perfcast.errors import unknown_choice
+
+        raise unknown_choice("plan mode", mode, PLAN_MODES)
+    serving = {"--rate": rate, "--input-len": input_len, "--output-len": output_len,
+               "--slo-ttft": slo_ttft_ms, "--slo-tpot": slo_tpot_ms, "--engine": engine,
+               "--max-batch": max_batch, "--price-per-hour": price_per_hour,
+               "--provider": provider}
+    if mode == "generate":
+        training = {"--cluster": cluster, "--batch-size": batch_size, "--seq-len": seq_len,
+                    "--data-parallel": data_parallel,
+                    "--pipeline-parallel": pipeline_parallel,
+                    "--micro-batch-size": micro_batch_size, "--recompute": recompute,
+                    "--zero": zero, "--schedule": None if schedule == "1f1b" else schedule,
+                    "--optimizer": None if optimizer == DEFAULT_OPTIMIZER else optimizer}
+        bad = [k for k, v in training.items() if v is not None]
+        if bad:
+            raise PerfcastError(f"{', '.join(bad)} apply to plan --mode train; --mode "
+                                f"generate takes --rate, --input-len, --output-len, --slo-ttft, "
+                                f"--slo-tpot, --engine, --precision, --tensor-parallel, "
+                                f"--max-batch, --gpus (the most)")
+        from perfcast.decisions.serving import plan_serving
+
+        return plan_serving(model, device=device, rate=rate, input_len=input_len,
+                            output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+                            slo_tpot_ms=slo_tpot_ms, engine=engine, precision=precision,
+                            tensor_parallel=tensor_parallel, max_batch=max_batch,
+                            max_gpus=gpus, price_per_hour=price_per_hour, provider=provider,
+                            progress=progress)
+    bad = [k for k, v in serving.items() if v is not None]
+    if bad:
+        raise PerfcastError(f"{', '.join(bad)} apply to plan --mode generate (serving an LLM "
+                            f"at a request rate)")
+    if gpus is None:
+        raise PerfcastError("perfcast plan --mode train needs --gpus (GPUs to spread the "
+                            "training over)")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or gpus > MAX_GPUS:
         raise PerfcastError(f"--gpus must be a whole number in 1..{MAX_GPUS:,}, got {gpus!r}")
     dev = get_device(device)
