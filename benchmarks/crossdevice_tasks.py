@@ -1,14 +1,16 @@
-"""Same-device unseen-family tasks with operator-level features (issue #13 item 6) →
-``reports/crossdevice/tasks.md``.
+"""One base for every GPU: on a GPU with labels, the physics base (``crossdevice`` fitted on the
+GPU's own records) with a per-device residual, against the per-device learners, on unseen
+families → ``reports/crossdevice/tasks.md``.
 
     .venv/bin/python benchmarks/crossdevice_tasks.py [--tasks a,b] [--workers 2]
 
 For tasks (a) RTX 3090 training time and (b) RTX 4090 inference time of ``reports/eval`` (same
-records, same unseen-family folds, seed 1337), XGBoost on the static features — what
-``reports/eval`` reports — beside the same XGBoost with the record's operator-level composition
-added as features (``xgboost.operator_features``: log Σ kernel time and log Σ roofline of the
-crossdevice composition on the record's device, its launch share and the time share per kernel
-class; the tensor-core efficiency fitted on the training folds only). Tasks (c) are CPUs: the
+unseen-family folds, seed 1337, on the models with a kernel plan), the per-device learners —
+XGBoost on the static features, DIPPM — beside XGBoost with the record's operator-level
+composition added as features (``xgboost.operator_features``), the physics base alone
+(``crossdevice`` fitted on the training folds of this GPU) and the physics base with a
+per-device residual (``crossdevice(residual="xgboost")``: an XGBoost on the static features
+learns the log ratio of the measured time to the base). Tasks (c) are CPUs: the
 GPU operator model does not apply there; this machine's CPU has its own operator-level
 predictor (``kernelsum``, ``reports/cpu/``), and the i9 / i7 records are torch.compile'd runs.
 
@@ -35,8 +37,11 @@ import pandas as pd  # noqa: E402
 
 from crossdevice_report import md_table  # noqa: E402
 
-VARIANTS = {"xgboost (static features)": {},
-            "xgboost + operator features": {"operator_features": True}}
+VARIANTS = {"xgboost (static features)": ("xgboost", {}),
+            "dippm": ("dippm", {}),
+            "xgboost + operator features": ("xgboost", {"operator_features": True}),
+            "physics base (crossdevice on this GPU)": ("crossdevice", {}),
+            "physics base + per-device residual": ("crossdevice", {"residual": "xgboost"})}
 
 
 def main() -> int:
@@ -61,8 +66,8 @@ def main() -> int:
         print(f"task {name}: {len(fs)} records, {len(keep)} with a kernel plan "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
         fs = fs.subset(keep)
-        for label, params in VARIANTS.items():
-            res = evaluate(fs, "unseen-family", [("xgboost", params)], task_name=name,
+        for label, (kind, params) in VARIANTS.items():
+            res = evaluate(fs, "unseen-family", [(kind, params)], task_name=name,
                            targets=list(task.targets), plots=False, workers=args.workers)
             for o in res.overall():
                 rows.append({"task": f"({name}) {task.title}", "records": len(fs),
@@ -78,7 +83,7 @@ def main() -> int:
              " ".join((__doc__ or "").split("\n\n")[2:4]).replace("\n", " "), "",
              md_table(df, digits=2), "",
              "Unseen-family folds of `perfcast.evaluation` (k = 5, seed 1337) on the records "
-             "kept; the two predictors see exactly the same folds."]
+             "kept; every predictor sees exactly the same folds."]
     Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))
     return 0

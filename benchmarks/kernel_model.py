@@ -184,12 +184,13 @@ def main(argv=None) -> int:
         "",
         f"`{cmd}`",
         "",
-        "KernelModel (perfcast/predictors/kernels.py): one XGBoost booster per kernel class "
-        "predicting log GPU time, never below the roofline bound, non-decreasing in the "
-        "kernel's compute time (FLOPs / peak), memory time (bytes / bandwidth) and every size "
-        "(monotone constraints: a GPU at least as good in every spec number never gets a slower "
-        "kernel); trained on the GPU-bound rows only (latency > 1.3 x the 1st percentile of "
-        "the class on its GPU: below, NeuSight's host-timed harness reads its own dispatch). "
+        "KernelModel (perfcast/predictors/kernels.py): per kernel class, the GPU time as a "
+        "physical base τ + c/η + m/β (c = FLOPs / peak, m = bytes / bandwidth) times a factor "
+        "learned by XGBoost from the kernel's shape alone (no device number: a GPU at least as "
+        "good in every spec number never gets a slower kernel), faded out below the sizes it "
+        "was learned on, never below the roofline; trained on the GPU-bound rows only (latency "
+        "> 3 x the 1st percentile of the class on its GPU: below, NeuSight's host-timed harness "
+        "reads its own dispatch). "
         "Predictions are compared with the measurements as max(predicted GPU time, the "
         "harness's floor on that GPU — for a GPU the model did not see, the median floor of "
         "the others). Data: NeuSight ops (PyTorch 2.1, fp32), "

@@ -84,48 +84,71 @@ def anchor_entries(mode: str, precision: str) -> list[dict[str, Any]]:
     return out
 
 
-class _AnchorSet:
-    """The anchors of one request: per anchor GPU its learned time and the physics base's time
-    on the batch grid (:data:`perfcast.routing.BATCH_GRID`), and the final answer at the
-    request's batch (learned, bounded, capped by the anchors it dominates)."""
+def _anchor_requests(req):
+    """``(entry, sub-request on the anchor GPU, its learned predictor)`` per anchor of ``req``
+    (a :class:`perfcast.routing._Request`); the sub-requests share its graph, plan and cost."""
+    from perfcast.devices import get_device
+    from perfcast.training import shipped
 
-    def __init__(self, req, base_pred) -> None:
+    if req.w.precision is None:
+        return []
+    out = []
+    for e in anchor_entries(req.w.mode, req.w.precision):
+        sub = type(req)(req.w, get_device(e["device"]), req.graph, [], req.use_cache, None)
+        sub.data, sub.plan, sub.cost = req.data, req.plan, req.cost  # the same graph
+        sub.plan_key = req.plan_key
+        out.append((e, sub, shipped.load_entry(e)))
+    return out
+
+
+def finals(req, answer, time_bounds) -> dict[str, float]:
+    """``{anchor GPU: its own final time answer for the request}`` (learned and bounded by
+    ``time_bounds(answer, sub_request)`` — routing's; each capped by the anchors it dominates),
+    cached on the request. ``answer``: the ``time_ms`` answer being routed (its class makes the
+    anchors')."""
+    cached = getattr(req, "_anchor_finals", None)
+    if cached is not None:
+        return cached
+    from perfcast.devices import get_device
+
+    out: dict[str, float] = {}
+    for _e, sub, pred in _anchor_requests(req):
+        ans = type(answer)("time_ms")
+        ans.value = sub.run(pred, False, "time_ms")
+        if ans.value is None:
+            continue
+        ans.source = "learned"
+        time_bounds(ans, sub)
+        out[sub.device.key] = float(ans.value)
+    devs = {k: get_device(k) for k in out}
+    changed = True
+    while changed:  # a few GPUs: cap until stable
+        changed = False
+        for k in out:
+            for j in out:
+                if dominates(devs[k], devs[j]) and out[j] < out[k]:
+                    out[k], changed = out[j], True
+    req._anchor_finals = out
+    return out
+
+
+class Anchored:
+    """The crossdevice predictor with the anchors' residual applied (module docstring): the
+    predictor routing asks, so its batch-grid bounds hold for the anchored answer too. One per
+    (base predictor, request without its batch, weight) in the process (:func:`anchored`), so
+    routing's batch-grid cache finds it again."""
+
+    learns = True
+
+    def __init__(self, base, grids: dict, batches, weight: float) -> None:
         import numpy as np
 
-        from perfcast.devices import get_device
-        from perfcast.routing import BATCH_GRID, Answer, _Request, _time_bounds
-        from perfcast.training import shipped
-
-        self.batches = np.asarray(BATCH_GRID, dtype=np.float64)
-        self.grid: dict[str, np.ndarray] = {}  # key → log(t_A / base_A) on the grid
-        self.final: dict[str, float] = {}
-        if req.w.precision is None:
-            return
-        for e in anchor_entries(req.w.mode, req.w.precision):
-            dev = get_device(e["device"])
-            sub = _Request(req.w, dev, req.graph, [], req.use_cache, None)
-            sub.data, sub.plan, sub.cost = req.data, req.plan, req.cost  # the same graph
-            pred = shipped.load_entry(e)
-            ans = Answer("time_ms")
-            ans.value = sub.run(pred, False, "time_ms")
-            if ans.value is None:
-                continue
-            ans.source = "learned"
-            _time_bounds(ans, sub)
-            self.final[dev.key] = float(ans.value)
-            if base_pred is not None:
-                learned = sub.grid(pred, "time_ms")[1]
-                base = sub.grid(base_pred, "time_ms")[1]
-                with np.errstate(all="ignore"):
-                    self.grid[dev.key] = np.log(learned / base)
-        devs = {k: get_device(k) for k in self.final}
-        changed = True
-        while changed:  # a few GPUs: cap until stable
-            changed = False
-            for k in self.final:
-                for j in self.final:
-                    if dominates(devs[k], devs[j]) and self.final[j] < self.final[k]:
-                        self.final[k], changed = self.final[j], True
+        self.base, self.grids, self.weight = base, grids, float(weight)
+        self.batches = np.asarray(batches, dtype=np.float64)
+        self.name = base.name
+        self.targets_ = base.targets_
+        self.trained_on_ = base.trained_on_
+        self.uses_graphs, self.uses_plans = base.uses_graphs, base.uses_plans
 
     def residual(self, batch):
         """Mean anchor residual ``log(t_A / base_A)`` at ``batch`` (log-batch interpolation of
@@ -133,34 +156,11 @@ class _AnchorSet:
         import numpy as np
 
         vals = []
-        for r in self.grid.values():
+        for r in self.grids.values():
             ok = np.isfinite(r)
             if ok.sum() >= 2:
                 vals.append(np.interp(np.log(batch), np.log(self.batches[ok]), r[ok]))
         return np.mean(vals, axis=0) if vals else np.full(np.shape(batch), np.nan)
-
-
-def anchor_set(req, base_pred=None) -> _AnchorSet:
-    """The request's :class:`_AnchorSet` (built once per request)."""
-    cached = getattr(req, "_anchor_set", None)
-    if cached is None or (base_pred is not None and not cached.grid and cached.final):
-        cached = _AnchorSet(req, base_pred)
-        req._anchor_set = cached
-    return cached
-
-
-class Anchored:
-    """The crossdevice predictor with the anchors' residual applied (module docstring): the
-    predictor routing asks, so its batch-grid bounds hold for the anchored answer too."""
-
-    learns = True
-
-    def __init__(self, base, anchors: _AnchorSet, weight: float) -> None:
-        self.base, self.anchors, self.weight = base, anchors, float(weight)
-        self.name = base.name
-        self.targets_ = base.targets_
-        self.trained_on_ = base.trained_on_
-        self.uses_graphs, self.uses_plans = base.uses_graphs, base.uses_plans
 
     def predict(self, data):
         import numpy as np
@@ -177,32 +177,50 @@ class Anchored:
         """``exp(w · ρ)`` at ``batch`` (1 where no anchor answers)."""
         import numpy as np
 
-        rho = self.anchors.residual(batch)
+        rho = self.residual(batch)
         return np.exp(self.weight * np.where(np.isfinite(rho), rho, 0.0))
+
+
+#: :class:`Anchored` predictors of this process by (base, request without batch, weight).
+_ANCHORED: dict = {}
+_ANCHORED_MAX = 256
 
 
 def anchored(base_pred, req):
     """``base_pred`` anchored for the request, or ``None`` when no anchor covers it."""
+    import numpy as np
+
     if req.w.model.kind not in ANCHOR_KINDS or not req.device.is_gpu:
         return None
     w = ANCHOR_WEIGHTS.get(str(req.w.precision), 0.0)
     if w <= 0:
         return None
-    aset = anchor_set(req, base_pred)
-    if not aset.grid:
-        return None
-    return Anchored(base_pred, aset, w)
+    key = (id(base_pred), req.w.replace(batch_size=1), w)
+    hit = _ANCHORED.get(key)
+    if hit is not None and hit.base is base_pred:
+        return hit if hit.grids else None
+    grids, batches = {}, None
+    for _e, sub, pred in _anchor_requests(req):
+        batches, learned = sub.grid(pred, "time_ms")
+        base = sub.grid(base_pred, "time_ms")[1]
+        with np.errstate(all="ignore"):
+            grids[sub.device.key] = np.log(learned / base)
+    out = Anchored(base_pred, grids, batches if batches is not None else [1.0], w)
+    if len(_ANCHORED) >= _ANCHORED_MAX:
+        _ANCHORED.pop(next(iter(_ANCHORED)))
+    _ANCHORED[key] = out
+    return out if grids else None
 
 
-def dominance(ans, req) -> None:
+def dominance(ans, req, time_bounds) -> None:
     """Cap the bounded time answer at the final answer of every anchor GPU the request's GPU
-    dominates (module docstring)."""
+    dominates (module docstring); ``time_bounds``: routing's bounds of a time answer."""
     from perfcast.devices import get_device
 
     if ans.value is None or not req.device.is_gpu or req.w.model.kind == "nn.Module":
         return
-    aset = anchor_set(req)
-    below = [(t, k) for k, t in aset.final.items() if dominates(req.device, get_device(k))]
+    below = [(t, k) for k, t in finals(req, ans, time_bounds).items()
+             if dominates(req.device, get_device(k))]
     if below:
         t, k = min(below)
         if t < ans.value:
@@ -213,5 +231,5 @@ def dominance(ans, req) -> None:
             ans.bounds.append(DOMINANCE_BOUND)
 
 
-__all__ = ["ANCHOR_KINDS", "ANCHOR_WEIGHTS", "SPEC_NUMBERS", "Anchored", "anchor_set",
-           "anchored", "dominance", "dominates"]
+__all__ = ["ANCHOR_KINDS", "ANCHOR_WEIGHTS", "SPEC_NUMBERS", "Anchored", "anchored",
+           "dominance", "dominates", "finals"]

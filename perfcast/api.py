@@ -180,8 +180,9 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     ``roofline``) or the directory of a saved predictor (``perfcast train`` output).
     ``precision=None``: the precision perfcast has measurements for on that device and mode when
     there is exactly one (e.g. ``amp`` for the RTX 3090 training data), else ``fp32`` — a note
-    says which was used (``generate``: fp16). Devices without labeled data fall back to the
-    roofline (time) and the tensor-memory simulation (memory), and say so in ``notes``.
+    says which was used (``generate``: fp16). GPUs without labeled data of their own are
+    answered by ``crossdevice`` (their spec sheet), memory without a learned model by the
+    tensor-memory simulation, and ``notes`` say so.
     ``runtime_overhead_mb``: GPU memory beyond live tensors added to simulated memory (default:
     the median measured on real runs, see :mod:`perfcast.memory.overhead`; 0 = tensors only).
     ``threads``: CPU threads the model runs with (CPU devices; default: this machine's usable

@@ -232,6 +232,16 @@ class _Request:
                 self._plan = [None]
         return self._plan[0]
 
+    def plan_key(self) -> str | None:
+        """The cache key of the request's kernel plan (its graph workload at batch 1), ``None``
+        for an in-process model."""
+        if not hasattr(self, "_plan_key"):
+            try:
+                self._plan_key = graph_workload(self.w).replace(batch_size=1).key()
+            except PerfcastError:
+                self._plan_key = None
+        return self._plan_key
+
     def record(self, with_memsim: bool, need_graph: bool = True, need_plan: bool = False,
                batches: list[int] | None = None):
         """A one-record :class:`~perfcast.features.records.FeatureSet` of the request — or, with
@@ -249,6 +259,8 @@ class _Request:
                               "mode": w.mode, "precision": w.precision,
                               "batch_size": x.batch_size, "optimizer": w.train_optimizer,
                               "threads": self.threads, "tf32": w.tf32} for x in ws])
+        if need_plan and self.plan_key() is not None:
+            rows["graph_key"] = self.plan_key()  # compositions are memoised by it
         n = len(ws)
         return FeatureSet(rows=rows, static=st, graph_index=np.zeros(n, np.int64),
                           graphs=[self.data() if need_graph else None],
@@ -373,9 +385,9 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
         if target == "time_ms" and ans.value is not None:
             _time_bounds(ans, req)
             if user_pred is None and not (predictor and predictor != "roofline"):
-                from perfcast import anchors
+                import perfcast.anchors as anchors
 
-                anchors.dominance(ans, req)
+                anchors.dominance(ans, req, _time_bounds)
         if target == "memory_mb" and ans.value is not None:
             if ans.source != "simulation":
                 _memory_lower_bound(ans, req, overhead)
@@ -453,7 +465,7 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
     if entry is not None and name != "roofline":
         pred = shipped.load_entry(entry)
         if target == "time_ms" and entry["device"] == shipped.ANY_GPU and not name:
-            from perfcast import anchors
+            import perfcast.anchors as anchors
 
             for n in pred.device_notes(dev.key) if hasattr(pred, "device_notes") else ():
                 notes.append(f"time_ms: {n}")
@@ -461,7 +473,7 @@ def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead:
             if anchored is not None:
                 pred = anchored
                 f = float(anchored.factor(float(w.batch_size)))
-                notes.append(f"time_ms: anchored on {', '.join(sorted(anchored.anchors.grid))} "
+                notes.append(f"time_ms: anchored on {', '.join(sorted(anchored.grids))} "
                              f"(GPUs with their own {w.mode} {w.precision} models): the physics "
                              f"base is {f:.2f}× off on them for this model at this batch, "
                              f"applied here (weight {anchored.weight:g}, chosen on held-out "

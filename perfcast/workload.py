@@ -296,10 +296,11 @@ class ModelSpec:
 
 
 # --------------------------------------------------------------------------- parsing helpers
-def parse_input_size(text: Any) -> tuple[int, ...] | None:
+def parse_input_size(text: Any, image: bool = True) -> tuple[int, ...] | None:
     """Per-sample input shape: ``"3,224,224"`` / ``"3x224x224"`` / ``(3, 224, 224)`` → tuple (a
     tuple or list is taken as the shape, even of one dimension); a single ``"224"`` or ``224``
-    → the square image ``(3, 224, 224)``; ``None`` / ``""`` → ``None``."""
+    → the square image ``(3, 224, 224)`` for an image model, the 1-d shape ``(224,)`` for any
+    other (``image=False``: a module taking a vector); ``None`` / ``""`` → ``None``."""
     if text is None or (isinstance(text, str) and text.strip() == ""):
         return None
     if isinstance(text, bool):
@@ -316,7 +317,7 @@ def parse_input_size(text: Any) -> tuple[int, ...] | None:
             dims = tuple(int(x) for x in str(text).replace("x", ",").split(",") if x.strip())
         except ValueError:
             raise PerfcastError(f"bad input size {text!r}: use C,H,W like 3,224,224") from None
-    if len(dims) == 1 and not isinstance(text, (tuple, list)):
+    if len(dims) == 1 and not isinstance(text, (tuple, list)) and image:
         dims = (3, dims[0], dims[0])
     if not dims or any(d <= 0 for d in dims):
         raise PerfcastError(f"bad input size {text!r}: every dimension must be positive")
@@ -513,7 +514,8 @@ class Workload:
             spec = ModelSpec.of_module(model, example_inputs)
         else:
             spec = ModelSpec.of_object(model, example_inputs)
-        w = cls(model=spec, batch_size=batch_size, input_size=parse_input_size(input_size),
+        w = cls(model=spec, batch_size=batch_size,
+                input_size=parse_input_size(input_size, image=spec.inputs == "image"),
                 seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
                 input_len=input_len, output_len=output_len, engine=engine, layout=lay,
                 tf32="default" if tf32 is None else str(tf32).strip().lower())
@@ -776,7 +778,8 @@ class Workload:
         """A validated copy with ``changes`` (``input_size`` may be a string; the layout's
         keywords — ``tensor_parallel`` … — change the layout)."""
         if "input_size" in changes:
-            changes["input_size"] = parse_input_size(changes["input_size"])
+            changes["input_size"] = parse_input_size(changes["input_size"],
+                                                     image=self.model.inputs == "image")
         if any(k in LAYOUT_KEYWORDS for k in changes):
             changes["layout"] = _layout_of(changes.pop("layout", self.layout), changes)
         w = dataclasses.replace(self, **changes)

@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("evaluation", "tasks, splits, metrics, reports"),
     ("training", "recipes, fine-tuning, the shipped models"),
     ("uncertainty", "calibrated intervals (conformal) and the out-of-distribution score"),
+    ("anchors", "what the GPUs with labels say about another GPU: anchor transfer, dominance"),
     ("routing", "which predictor answers each target, bounds"),
     ("generation", "LLM generation requests: time, memory, energy"),
     ("parallel", "training over many GPUs: layouts, collectives, per-layer arithmetic, memory "

@@ -346,9 +346,10 @@ def _scale_for(pos, suffix, starts, h, y) -> np.ndarray:
     return np.clip(s, 1e-3, 1e3)
 
 
-#: Compositions by (graph key, batch, mode, precision, optimizer, device, tf32) with the shipped
-#: operator model, for this process.
+#: Compositions by (graph key, batch, mode, precision, optimizer, tf32, device) with the shipped
+#: operator model, for this process (bounded: the oldest go first).
 _COMPOSED: dict[tuple, dict] = {}
+_COMPOSED_MAX = 20_000
 
 
 @register_predictor
@@ -357,7 +358,10 @@ class CrossDevicePredictor(Predictor):
     directory of a saved :class:`~perfcast.predictors.kernels.KernelModel`), ``correction``
     (``"xgboost"`` | ``"ridge"`` | ``"none"``), ``alpha`` (ridge penalty), ``xgb_rounds``,
     ``xgb_depth``, ``balance`` (weight records so each (device, source) counts equally),
-    ``host_us`` (per-kernel dispatch candidates, µs: the fit picks one per mode)."""
+    ``host_us`` (per-kernel dispatch candidates, µs: the fit picks one per mode) and
+    ``residual`` (``"none"`` | ``"xgboost"``: for one GPU's own labels, an XGBoost on the
+    record's static graph features learns what the physics base still misses — the per-device
+    residual; it reads no device number, but it is not monotone in the work as the base is)."""
 
     name: ClassVar[str] = "crossdevice"
     supported_targets: ClassVar[tuple[str, ...]] = ("time_ms",)
@@ -369,7 +373,8 @@ class CrossDevicePredictor(Predictor):
     def default_params(cls) -> dict[str, Any]:
         return {"kernel_model": "shipped", "correction": "xgboost", "alpha": 1.0,
                 "xgb_rounds": 200, "xgb_depth": 3, "balance": True,
-                "host_us": [5.0, 7.0, 10.0, 14.0, 20.0, 28.0]}
+                "host_us": [5.0, 7.0, 10.0, 14.0, 20.0, 28.0], "residual": "none",
+                "residual_rounds": 300, "residual_depth": 4}
 
     # ----------------------------------------------------------------------------- composition
     def _kernel_model(self):
@@ -390,14 +395,19 @@ class CrossDevicePredictor(Predictor):
         operator model."""
         keys = None
         if self.p("kernel_model") == "shipped" and "graph_key" in fs.rows:
-            cols = ["graph_key", "batch_size", "mode", "precision", "optimizer", "device",
-                    "tf32"]
-            keys = [tuple(map(str, r)) for r in fs.rows.reindex(columns=cols).itertuples(
-                index=False, name=None)]
+            cols = ["graph_key", "batch_size", "mode", "precision", "optimizer", "tf32"]
+            # the device by its spec's values (a spec file changed under the same key is
+            # another device)
+            devs = {k: _device(k) for k in fs.rows["device"].astype(str).unique()}
+            keys = [(*map(str, r), devs[str(d)]) for r, d in zip(
+                fs.rows.reindex(columns=cols).itertuples(index=False, name=None),
+                fs.rows["device"])]
             if all(k in _COMPOSED for k in keys):
                 return [_COMPOSED[k] for k in keys]
         out = self._compose(fs)
         if keys is not None:
+            while len(_COMPOSED) + len(keys) > _COMPOSED_MAX and _COMPOSED:
+                _COMPOSED.pop(next(iter(_COMPOSED)))
             for k, row in zip(keys, out):
                 _COMPOSED[k] = row
         return out
@@ -524,9 +534,21 @@ class CrossDevicePredictor(Predictor):
             choice[md] = best[1]
         h = self._host_ms(sub.rows)
         r = np.log(_scale_for(pos, suffix, starts, h, y))
-        self.train_X_, self.train_r_, self.train_w_ = X, r, w
         self._fit_correction(X, r, w)
         pred = queue_time(pos, suffix, starts, h, np.exp(self._correct(X)))
+        self.residual_ = None
+        if self.p("residual") == "xgboost":
+            import xgboost as xgb
+
+            self.residual_ = xgb.train(
+                {"max_depth": int(self.p("residual_depth")), "eta": 0.05, "subsample": 0.8,
+                 "colsample_bytree": 0.8, "nthread": 2, "seed": 0, "min_child_weight": 2.0},
+                xgb.DMatrix(self._residual_x(sub, pred), label=np.log(y / pred)),
+                int(self.p("residual_rounds")))
+            pred = pred * np.exp(self.residual_.predict(xgb.DMatrix(self._residual_x(sub, pred))))
+        elif self.p("residual") != "none":
+            raise PerfcastError(f"crossdevice: unknown residual {self.p('residual')!r} "
+                                f"(none, xgboost)")
         self.history_.append({"records": int(len(y)),
                               "train_mape": float(np.mean(np.abs(pred / y - 1))),
                               **{f"host_us_{k}": float(v) for k, v in choice.items()}})
@@ -602,10 +624,17 @@ class CrossDevicePredictor(Predictor):
         X = self.features(sub, cs)
         pos, suffix, starts = self._stack(cs)
         t = queue_time(pos, suffix, starts, self._host_ms(sub.rows), np.exp(self._correct(X)))
+        if getattr(self, "residual_", None) is not None:  # numpy trees or an xgboost.Booster
+            t = t * np.exp(self.residual_.inplace_predict(self._residual_x(sub, t)))
         lo = np.array([c["roofline_ms"] for c in cs])
         hi = np.array([c["upper_ms"] for c in cs])
         out[ok, 0] = np.minimum(np.maximum(t, lo), np.maximum(hi, lo))
         return out
+
+    @staticmethod
+    def _residual_x(data: FeatureSet, base_ms: np.ndarray) -> np.ndarray:
+        """The per-device residual's inputs: the static graph features and the log base time."""
+        return np.column_stack([data.static, np.log(base_ms)])
 
     def bounds(self, data: FeatureSet) -> np.ndarray:
         """``[n, 2]``: per record the lower (Σ roofline) and upper (Σ K·(roofline + launch))
@@ -630,12 +659,12 @@ class CrossDevicePredictor(Predictor):
         tensors = {f"kernels.{kc}": np.frombuffer(bytes(b.save_raw("json")), dtype=np.uint8).copy()
                    for kc, b in km.boosters_.items()}
         tensors.update({"x_mean": self.x_mean_, "x_std": self.x_std_, "coef": self.coef_})
-        if getattr(self, "train_X_", None) is not None:
-            tensors.update({"train_X": self.train_X_, "train_r": self.train_r_,
-                            "train_w": self.train_w_})
         if getattr(self, "booster_", None) is not None:
             tensors["booster"] = np.frombuffer(bytes(self.booster_.save_raw("json")),
                                                dtype=np.uint8).copy()
+        if getattr(self, "residual_", None) is not None:
+            tensors["residual"] = np.frombuffer(bytes(self.residual_.save_raw("json")),
+                                                dtype=np.uint8).copy()
         return tensors, {"intercept": float(self.intercept_), "host_ms": self.host_ms_,
                          "kernels": km.config(), "features": list(CORRECTION_FEATURES)}
 
@@ -653,13 +682,12 @@ class CrossDevicePredictor(Predictor):
         self.x_mean_ = tensors["x_mean"].numpy()
         self.x_std_ = tensors["x_std"].numpy()
         self.coef_ = tensors["coef"].numpy()
-        self.train_X_ = tensors["train_X"].numpy() if "train_X" in tensors else None
-        self.train_r_ = tensors["train_r"].numpy() if "train_r" in tensors else None
-        self.train_w_ = tensors["train_w"].numpy() if "train_w" in tensors else None
         self.intercept_ = float(state["intercept"])
-        self.booster_ = None
+        self.booster_ = self.residual_ = None
         if "booster" in tensors:
             self.booster_ = load_booster(tensors["booster"].numpy().tobytes())
+        if "residual" in tensors:
+            self.residual_ = load_booster(tensors["residual"].numpy().tobytes())
 
 
 def composition_features(fs: FeatureSet, kernel_model: str = "shipped") -> pd.DataFrame:

@@ -319,6 +319,7 @@ class RooflinePredictor(Predictor):
         devices: dict[str, Any] = {}
         opt = rows["optimizer"].tolist() if "optimizer" in rows.columns else [None] * n
         thr = rows["threads"].tolist() if "threads" in rows.columns else [None] * n
+        tf32 = rows["tf32"].tolist() if "tf32" in rows.columns else ["default"] * n
         for i, (dkey, mode, prec, b, gi) in enumerate(zip(
                 rows["device"].tolist(), rows["mode"].tolist(), rows["precision"].tolist(),
                 rows["batch_size"].tolist(), data.graph_index.tolist())):
@@ -335,6 +336,8 @@ class RooflinePredictor(Predictor):
                 summ = data.summaries[gi] if gi < len(data.summaries) else None
                 costs[gi] = GraphCost.of(data.graphs[gi], summ)
             launch = p["launch_us_gpu"] if dev.kind == "gpu" else p["launch_us_cpu"]
+            if prec == "fp32" and tf32[i] == "on" and dev.kind == "gpu" and dev.peak_tf32_tflops:
+                prec = "tf32"  # --tf32 on: the matmuls and convolutions that carry the FLOPs
             try:
                 out[i, col] = cost_time_ms(costs[gi], int(b), str(mode), str(prec), dev,
                                            optimizer=opt[i], threads=thr[i], launch_us=launch,
