@@ -6,25 +6,32 @@
   and the traced decode-step graph, linear in its KV-cache length, summed over the cache
   lengths ``I … I+O−2`` of the ``O − 1`` decode steps (:mod:`perfcast.llm.graphs`; no graph is
   traced at request time);
-* **time** — the shipped ``llm-latency`` model (:mod:`perfcast.training.llm`): the request's
-  arithmetic lower bound (:mod:`perfcast.llm.physics`: the passes' FLOPs at peak, weights and
-  KV cache at peak bandwidth) × a factor ≥ 1 learned from LLM-Inference-Bench, the device
-  entering through its spec sheet (:mod:`perfcast.llm.model`). ``ttft_ms`` is the prefill pass
-  and ``tpot_ms`` the decode steps ÷ ``O − 1``, as the engine model apportions the time (the
-  data measures whole requests only, said so in ``notes``);
+* **time to first token** — the prefill model (:mod:`perfcast.llm.prefill`): the prompt's
+  passes at the engine's chunk priced operator by operator on the spec sheet (GEMMs through
+  the Vidur-fitted operator constants, attention quadratic in the prompt, dequantisation of
+  int4 / int8 / GGUF weights, engine overheads), ``ttft_ms`` with an interval from its
+  held-out errors (``ttft_ms_low`` / ``ttft_ms_high`` at ``coverage``);
+* **decode** — the shipped ``llm-latency`` model (:mod:`perfcast.training.llm`): the request's
+  arithmetic lower bound (:mod:`perfcast.llm.physics`) × a factor ≥ 1 learned from
+  LLM-Inference-Bench, the device entering through its spec sheet (:mod:`perfcast.llm.model`);
+  its decode steps ÷ ``O − 1`` are ``tpot_ms``. ``time_ms`` = ``ttft_ms`` + the decode steps
+  (``--output-len 1`` is a prefill-only request);
 * **memory** per device — weights and KV cache ÷ devices (vLLM: 16-token blocks) + the prefill's
   activation peak from the tensor simulation of the model's graph (:mod:`perfcast.llm.graphs`)
   + the measured runtime overhead; vLLM pre-allocates ``gpu_memory_utilization`` (0.9) of each
   GPU whatever the batch needs: ``memory_mb`` is then that reservation, ``memory_needed_mb``
   the need, and ``fits`` whether the need is within it;
-* **energy** — power per device from the shipped ``llm-power`` model (ML.ENERGY), bounded to
-  ``[idle, TDP]``, × devices × time (:mod:`perfcast.llm.energy`, the one energy code path);
-  per request, per output token and per 1,000 output tokens.
+* **energy** — Σ over the two phases of power × devices × time: each phase's power per device
+  from its memory and compute utilisation (``llm-phase-power``, :class:`perfcast.llm.energy.
+  PhasePower`: fitted on ML.ENERGY, capped at Zeus's compute-bound draw), bounded to
+  ``[idle, TDP]`` (the one energy code path); per request, per output token and per 1,000
+  output tokens, and by phase (``power_by_phase_w``, ``energy_by_phase_j``).
 
 ``throughput_tokens_per_s`` counts as LLM-Inference-Bench does: prompt and generated tokens of
 the whole batch per second of its latency (``B·(I+O) / latency``); ``output_tokens_per_s`` only
-the generated ones. llama.cpp serves one sequence (``--batch-size`` is its prompt chunk,
-``n_batch``) and splits layers across its devices.
+the generated ones. llama.cpp serves one sequence (``--batch-size`` is its ``n_batch``, default
+2,048: the prompt runs in ubatches of ``min(n_batch, 512)``), takes GGUF formats (``int4`` /
+``int8`` read as ``Q4_K_M`` / ``Q8_0``) and splits layers across its devices.
 """
 
 from __future__ import annotations
@@ -73,10 +80,13 @@ def resolve(w: Workload) -> Workload:
 @dataclass
 class GenerationPrediction:
     """A generation forecast. Times in ms for the whole batch (``time_ms``), to the first
-    token (``ttft_ms``) and per output token (``tpot_ms``); memory in MiB per device; energy in
-    J for the batch (all devices), per request, per output token and per 1,000 output tokens;
-    power in W per device; ``flops`` of the whole batch from the traced prefill and decode-step
-    graphs (:func:`perfcast.llm.graphs.request_graph_flops`)."""
+    token (``ttft_ms``, its ``coverage`` interval ``ttft_ms_low`` – ``ttft_ms_high``) and per
+    output token (``tpot_ms``); ``prefill``: how the prompt was priced (passes, tokens per
+    pass, prefill tokens/s, parts in ms, the GEMM peak); memory in MiB per device; energy in J
+    for the batch (all devices), per request, per output token and per 1,000 output tokens,
+    and by phase (``energy_by_phase_j``); power in W per device, mean and by phase
+    (``power_by_phase_w``); ``flops`` of the whole batch from the traced prefill and
+    decode-step graphs (:func:`perfcast.llm.graphs.request_graph_flops`)."""
 
     model: str
     device: str
@@ -334,8 +344,8 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
             p_dec = pp.power(device, float(mu_d), float(cu_d))
             e_dec = energy_j(p_dec, n_rate, dec) + energy_j(idle, req.tensor_parallel - n_rate,
                                                             dec)
-        out.power_by_phase_w = {"prefill": round(p_pre, 1),
-                                **({"decode": round(p_dec, 1)} if p_dec is not None else {})}
+        out.power_by_phase_w = {"prefill": p_pre,
+                                **({"decode": p_dec} if p_dec is not None else {})}
         out.energy_by_phase_j = {"prefill": e_pre, **({"decode": e_dec} if dec > 0 else {})}
         out.energy_j = e_pre + e_dec
         out.power_w = out.energy_j / (req.tensor_parallel * t)

@@ -272,13 +272,20 @@ def _print_generation(p, as_json: bool) -> None:
     if as_json:
         print_json(p.to_dict())
         return
+    batch = f"n_batch {p.batch_size:,}" if p.engine == "llama.cpp" else f"batch {p.batch_size}"
     t = Table(title=f"{p.model} on {p.tensor_parallel}× {p.device} — generate, {p.engine}, "
-                    f"{p.precision}, batch {p.batch_size}, {p.input_len} → {p.output_len} tokens")
+                    f"{p.precision}, {batch}, {p.input_len} → {p.output_len} tokens")
     t.add_column("quantity")
     t.add_column("prediction", justify="right")
     t.add_column("predictor")
     t.add_row("batch latency", val(p.time_ms, "{:,.0f} ms"), p.predictor.get("time_ms", "—"))
-    t.add_row("time to first token", val(p.ttft_ms, "{:,.1f} ms"), "")
+    iv = (f"{p.coverage:.0%} interval {p.ttft_ms_low:,.1f} – {p.ttft_ms_high:,.1f} ms"
+          if p.ttft_ms_low is not None else "")
+    t.add_row("time to first token", val(p.ttft_ms, "{:,.1f} ms"), iv)
+    if p.prefill:
+        t.add_row("  prefill", f"{p.prefill['prefill_tokens_per_s']:,.0f} tokens/s",
+                  f"{p.prefill['passes']:,} pass(es) of ≤ {p.prefill['tokens_per_pass']:,} "
+                  f"tokens")
     t.add_row("time per output token", val(p.tpot_ms, "{:,.2f} ms"), "")
     t.add_row("throughput (in + out)", val(p.throughput_tokens_per_s, "{:,.0f} tokens/s"), "")
     t.add_row("memory per device", val(p.memory_mb, "{:,.0f} MiB"),
@@ -289,7 +296,8 @@ def _print_generation(p, as_json: bool) -> None:
               val(p.capacity_mb, "of {:,.0f} MiB"))
     t.add_row("energy per batch", val(p.energy_j, "{:,.0f} J"), p.predictor.get("energy_j", "—"))
     t.add_row("energy per output token", val(p.energy_per_token_j, "{:,.3f} J"), "")
-    t.add_row("mean power per device", val(p.power_w, "{:,.0f} W"), "")
+    t.add_row("mean power per device", val(p.power_w, "{:,.0f} W"),
+              ", ".join(f"{k} {v:,.0f} W" for k, v in p.power_by_phase_w.items()))
     out.print(t)
     print_notes(p.notes)
 
