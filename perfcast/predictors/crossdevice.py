@@ -489,8 +489,9 @@ class CrossDevicePredictor(Predictor):
         for key, d in devs.items():
             sel = (rows["device"].astype(str) == key).to_numpy()
             if not d.tdp_w:
-                raise PerfcastError(f"crossdevice: device {key} needs tdp_w (W) in its spec: the "
-                                    f"board power sets the clocks a GPU sustains")
+                raise PerfcastError(f"crossdevice: device {key} needs tdp_w in its spec — add "
+                                    f"\"tdp_w\": <the datasheet's board power in W> (it sets "
+                                    f"the clocks a GPU sustains)")
             X[sel, col["log_tdp_w"]] = math.log(float(d.tdp_w))
             X[sel, col["vendor=amd"]] = str(d.vendor or "").strip().lower() == "amd"
         return X
