@@ -151,14 +151,6 @@ def fold_constants(ops, shipped_ops, held_out: str, bench_diffs, G, devices) -> 
     return PrefillConstants(gemm=op["gemm"], memop=op["memop"], engines=eng)
 
 
-def engine_overheads(model: LLMGenerationPredictor, engine: str, dev) -> dict[str, float]:
-    from perfcast.llm.prefill import _vendor
-
-    member = model.members_[0] if getattr(model, "members_", None) else model
-    th = member._engine_theta(f"{engine}|{_vendor(dev)}", engine)
-    return {"t_pass_s": float(th[2]), "t_layer_s": float(th[3])}
-
-
 def ttft_of(frame: pd.DataFrame, consts: PrefillConstants) -> np.ndarray:
     out = []
     for r in frame.itertuples(index=False):
@@ -186,13 +178,7 @@ def latency_loho(lib, Xl, ops, shipped_ops, diffs, G, devices):
                                      hardware="vendor").fit(Xl[~test], y[~test])
         consts = fold_constants(ops, shipped_ops, dev, diffs, G, devices)
         # the other engines' per-pass overheads from this fold's engine model
-        for eng in ("vllm", "trt-llm", "deepspeed-mii", "hf"):
-            for d in lib["device"].unique():
-                dv = get_device(d)
-                from perfcast.llm.prefill import _vendor
-
-                consts.engines.setdefault(f"{eng}|{_vendor(dv)}",
-                                          engine_overheads(lat, eng, dv))
+        consts.engines.update(TP.engine_model_overheads(model=lat))
         cache[dev] = (lat, consts)
         t, info = lat.predict(Xl[test], parts=True)
         ttft = ttft_of(lib[test], consts)

@@ -97,9 +97,9 @@ class PhasePower:
 
 def load_phase_power() -> PhasePower:
     """The shipped :class:`PhasePower` (once per process and directory)."""
-    from perfcast.training.shipped import shipped_dir
+    from perfcast.llm.prefill import shipped_folder
 
-    return _load(str(shipped_dir() / SHIPPED_NAME))
+    return _load(str(shipped_folder(SHIPPED_NAME)))
 
 
 @lru_cache(maxsize=4)

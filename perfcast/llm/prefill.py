@@ -191,10 +191,22 @@ class PrefillConstants:
 
 
 def load_constants() -> PrefillConstants:
-    """The shipped :class:`PrefillConstants` (once per process and directory)."""
-    from perfcast.training.shipped import shipped_dir
+    """The shipped :class:`PrefillConstants` (``$PERFCAST_SHIPPED_DIR/llm-prefill`` when that
+    variable names a folder holding them, else the package's; once per process and
+    directory)."""
+    return _load(str(shipped_folder(SHIPPED_NAME)))
 
-    return _load(str(shipped_dir() / SHIPPED_NAME))
+
+def shipped_folder(name: str) -> Path:
+    """``name`` under ``$PERFCAST_SHIPPED_DIR`` when set (as :func:`perfcast.training.shipped.
+    shipped_dir`), else under the package's shipped models (read without importing the
+    training room)."""
+    import os
+
+    from perfcast.paths import package_data
+
+    env = os.environ.get("PERFCAST_SHIPPED_DIR")
+    return Path(env) / name if env else package_data("training", "shipped") / name
 
 
 @lru_cache(maxsize=4)
@@ -470,28 +482,21 @@ def _gated(arch: LLMArch) -> bool:
 
 def _overheads(k: PrefillConstants, engine: str, device, given: dict[str, float] | None
                ) -> tuple[dict[str, float], str]:
-    """The engine's per-pass overheads: ``given``, else the fitted prefill constants of
-    ``engine|vendor`` / ``engine``, else those of the ``llm-latency`` engine model (its
-    per-pass ``t0`` and per-layer ``t1``), else none."""
+    """The engine's per-pass overheads: ``given``, else the constants' ``engine|vendor`` /
+    ``engine`` entry (llama.cpp's fitted on its prompt-only rows; the others' the per-pass
+    ``t0`` and per-layer ``t1`` of the ``llm-latency`` engine model, copied in when the
+    constants are trained), else none."""
     if given is not None:
         return dict(given), "given"
-    vendor = _vendor(device)
-    own, key = k.engine(engine, vendor)
+    own, key = k.engine(engine, _vendor(device))
     if own:
-        return own, f"prefill constants {key}"
-    try:
-        from perfcast.training.llm import load_llm_model
-
-        lat = load_llm_model("latency_s")
-        member = lat.members_[0] if getattr(lat, "members_", None) else lat
-        theta = member._engine_theta(f"{engine}|{vendor}", engine)
-        return {"t_pass_s": float(theta[2]), "t_layer_s": float(theta[3])}, \
-            f"llm-latency engine model ({engine}|{vendor} per-pass overheads)"
-    except (PerfcastError, OSError, KeyError, IndexError, AttributeError):
-        return {}, "none"
+        return own, f"prefill constants {key}" + (
+            " (the llm-latency engine model's per-pass overheads)" if engine != "llama.cpp"
+            else " (fitted on LLM-Inference-Bench's prompt-only rows)")
+    return {}, "none (no overheads on file for this engine)"
 
 
 __all__ = ["ENGINE_PREFILL", "EnginePrefill", "FORMAT", "LLAMA_CPP_MMQ_MAX_TOKENS",
            "LLAMA_CPP_NBATCH", "LLAMA_CPP_UBATCH", "PrefillConstants", "PrefillEstimate",
            "SCORE_BYTES", "estimate_prefill", "gemm_peak", "gemm_s", "is_geforce",
-           "load_constants", "memop_s", "passes"]
+           "load_constants", "memop_s", "passes", "shipped_folder"]

@@ -290,6 +290,34 @@ def llama_cpp_loho(diffs: pd.DataFrame, G: dict[str, np.ndarray], devices: dict
 
 
 # --------------------------------------------------------------------------- the recipe
+#: Engines whose per-pass overheads come from the ``llm-latency`` engine model, and vendors.
+OVERHEAD_ENGINES = ("vllm", "trt-llm", "deepspeed-mii", "hf")
+VENDORS = ("nvidia", "amd", "intel")
+
+
+def engine_model_overheads(out_root: str | Path | None = None, model=None
+                           ) -> dict[str, dict[str, float]]:
+    """``{"engine|vendor": {t_pass_s, t_layer_s}}`` for the engines but llama.cpp: the
+    per-pass ``t0`` and per-layer ``t1`` of the ``llm-latency`` engine model (``model``, else
+    the one in ``out_root``, else the shipped one), as it resolves an engine it never saw on a
+    vendor (that vendor's vLLM, the engine pooled, all pooled)."""
+    from perfcast.llm.model import LLMGenerationPredictor
+    from perfcast.training.llm import LLM_MODELS, load_llm_model
+
+    if model is None:
+        fresh = Path(out_root) / LLM_MODELS["latency_s"][2] if out_root else None
+        model = LLMGenerationPredictor.load(fresh) if fresh and (fresh / "config.json"
+                                                                 ).is_file() \
+            else load_llm_model("latency_s")
+    member = model.members_[0] if getattr(model, "members_", None) else model
+    out = {}
+    for e in OVERHEAD_ENGINES:
+        for v in VENDORS:
+            th = member._engine_theta(f"{e}|{v}", e)
+            out[f"{e}|{v}"] = {"t_pass_s": float(th[2]), "t_layer_s": float(th[3])}
+    return out
+
+
 def _quantiles(log_ratio: np.ndarray, coverage: float = COVERAGE) -> list[float]:
     a = (1 - coverage) / 2
     lr = log_ratio[np.isfinite(log_ratio)]
@@ -329,6 +357,7 @@ def train_prefill(out_root: str | Path) -> dict[str, Any]:
         interval[f"llama.cpp|{v}"] = [min(q_ops[0], q[0]), max(q_ops[1], q[1])]
     engines = {k: {n: (0.0 if abs(x) < 1e-9 else x) for n, x in v.items()}
                for k, v in engines.items()}
+    engines.update(engine_model_overheads(out_root))
     files = {"vidur": [str(p.relative_to(public_data_dir())) for p in vidur_files().values()],
              "llm-inference-bench": "llm-inference-bench.csv"}
     sha = {f: hashlib.sha256((public_data_dir() / f).read_bytes()).hexdigest()
@@ -355,6 +384,6 @@ def train_prefill(out_root: str | Path) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
-__all__ = ["B_GRID", "LLAMA_PARAMS", "fit_llama_cpp", "fit_llama_cpp_by_vendor",
+__all__ = ["B_GRID", "LLAMA_PARAMS", "OVERHEAD_ENGINES", "engine_model_overheads", "fit_llama_cpp", "fit_llama_cpp_by_vendor",
            "fit_operators", "layer_times", "llama_cpp_loho", "operator_loho",
            "prompt_differences", "train_prefill"]
