@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.workload import MODES  # every mode the page offers
+from perfcast.workload import MODES, OBJECTIVES  # every mode the page offers
 
 log = logging.getLogger("perfcast")
 
@@ -52,7 +52,6 @@ MAX_UPLOAD_MB = 20.0
 #: Most devices one request may compare.
 MAX_DEVICES = 8
 PRECISION_CHOICES = ("auto", "fp32", "amp", "fp16", "bf16")
-OBJECTIVES = ("time", "cost", "energy")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _FILE_SUFFIXES = (".onnx", ".json", ".pb", ".keras", ".h5", ".pdmodel", ".py", ".pt", ".pth")
 

@@ -56,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from perfcast.workload import RISKS  # the decisions' risk attitudes: which bound they plan with
+
 #: Coverage of the intervals when none is asked for.
 DEFAULT_COVERAGE = 0.9
 #: Keys that get ``<key>_low`` / ``<key>_high`` on a :class:`~perfcast.api.Prediction`.
@@ -72,8 +74,6 @@ LARGE_APE = 0.20
 PCA_DIMS = 16
 #: Weight of the op-class mix against the standardized graph aggregates in a descriptor.
 OP_WEIGHT = 2.0
-#: Risk attitudes of the decisions: which memory / time bound they plan with.
-RISKS = ("optimistic", "central", "safe")
 
 
 # -- split conformal ------------------------------------------------------------------------

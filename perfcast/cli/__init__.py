@@ -29,19 +29,51 @@ from perfcast.cli._common import err, out
 from perfcast.errors import PerfcastError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Forecast DL model latency, step time, memory and energy before running.")
+                  help="Forecast a deep-learning model's time, memory, energy and cost on "
+                       "hardware before it runs there.",
+                  epilog="Examples:\n\nperfcast predict timm:resnet50 --device rtx4090 "
+                         "--batch-size 256 --precision amp\n\nperfcast COMMAND --help\n\n"
+                         "Exit codes: 0 ok · 1 internal error · 2 bad input · 3 the model "
+                         "could not be traced · 130 interrupted.")
 # add_typer without a name merges the sub-app's commands into the root (typer.main
 # get_group_from_info); each command carries its audience's rich_help_panel.
 for _sub in (predict.app, energy.app, present.app, data.app, research.app):
     app.add_typer(_sub)
 
 
-@app.command()
+def _reflow(doc: str) -> str:
+    """A docstring as help: paragraphs kept, the lines of each joined (the terminal and the
+    reference pages wrap them)."""
+    import inspect
+
+    return "\n\n".join(" ".join(line.strip() for line in para.splitlines())
+                        for para in inspect.cleandoc(doc).split("\n\n"))
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    """Every command's docstring reflowed into its help (:func:`_reflow`)."""
+    infos = list(typer_app.registered_commands)
+    if typer_app.registered_callback is not None:
+        infos.append(typer_app.registered_callback)
+    for info in infos:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = _reflow(info.callback.__doc__)
+    for group in typer_app.registered_groups:
+        cb = group.typer_instance.registered_callback
+        if cb is not None and cb.callback is not None and cb.callback.__doc__:
+            group.help = _reflow(cb.callback.__doc__)  # a group's help is its callback's
+        _reflow_help(group.typer_instance)
+
+
+@app.command(epilog="Examples:\n\nperfcast version")
 def version():
     """Print perfcast's version."""
     from perfcast._version import __version__
 
     out.print(__version__)
+
+
+_reflow_help(app)
 
 
 def _notes_to_stderr() -> None:

@@ -17,14 +17,20 @@ from rich.console import Console
 from perfcast.errors import PerfcastError
 from perfcast.jsonout import strict_json
 from perfcast.workload import (
+    DEFAULT_ENGINE,
     ENGINES,
     GENERATE_PRECISIONS,
+    GRAPH_MODES,
     MODES,
     OPTIMIZERS,
     PRECISIONS,
+    PREDICTOR_KINDS,
     RECOMPUTE,
+    RISKS,
     SCHEDULES,
     TF32_MODES,
+    TRANSFER_RECIPES,
+    ZERO_STAGES,
 )
 
 out = Console()
@@ -72,6 +78,12 @@ def split_list(text: str | None, cast=str) -> list:
 def check_workers(workers: int) -> None:
     if workers < 1:
         raise PerfcastError(f"workers must be ≥ 1, got {workers}")
+
+
+def examples(*commands: str) -> str:
+    """A command's epilog: ``Examples:`` and one command per line (``perfcast … --help`` shows
+    it; tests/test_cli_help.py parses every one against the command's options)."""
+    return "Examples:\n\n" + "\n\n".join(commands)
 
 
 # --------------------------------------------------------------------------- printers
@@ -143,6 +155,8 @@ class StageProgress:
 
 
 # --------------------------------------------------------------------------- shared options
+# Every option with a fixed set of values states them in its help, generated from the one set
+# in perfcast.workload (tests/test_cli_help.py compares each help text with those sets).
 MODEL_HELP = ("timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
               "path/to/model.onnx or module.path:callable")
 
@@ -155,21 +169,57 @@ def optional_model(alternative: str):
         help=f"{MODEL_HELP} (optional with {alternative})", show_default=False)]
 
 
-Device = Annotated[str, typer.Option("--device", "-d", help="Device key (perfcast devices) or a "
-                                                           "JSON spec file of a GPU.",
+def choices(values) -> str:
+    """The allowed values as help text: ``("a", "b", "c")`` → ``"a, b or c"``."""
+    return _or(tuple(str(v) for v in values))
+
+
+def check_choice(option: str, value, allowed, command: str) -> None:
+    """Refuse ``value`` outside ``allowed`` with the command's one-line error (exit 2) — for
+    options whose command takes fewer values than the request does (``--mode generate``)."""
+    if value is not None and value not in allowed:
+        raise PerfcastError(f"perfcast {command} takes {option} {choices(allowed)}, not "
+                            f"{value!r}")
+
+
+#: What each mode runs (the --mode help).
+MODE_MEANING = {"infer": "one forward pass",
+                "train": "one training step (forward, loss, backward, optimizer)",
+                "generate": "an LLM serving a batch of requests (hf: models)"}
+
+
+def mode_help(modes: tuple[str, ...]) -> str:
+    """``infer (one forward pass) or train (…)`` for the modes a command takes."""
+    return "What runs: " + choices([f"{m} ({MODE_MEANING[m]})" for m in modes]) + "."
+
+
+def precision_help(modes: tuple[str, ...]) -> str:
+    text = (f"{choices(PRECISIONS)} (amp: float16 autocast; default: the precision measured on "
+            f"that device and mode, else fp32)")
+    if "generate" in modes:
+        text += (f"; --mode generate: {choices(GENERATE_PRECISIONS)} (int8 / int4: weight-only; "
+                 f"the upper-case ones are llama.cpp's GGUF formats; default fp16)")
+    return text + "."
+
+
+Device = Annotated[str, typer.Option("--device", "-d", help="Device: a registry key (perfcast "
+                                                           "devices lists them) or the JSON "
+                                                           "spec file of a GPU.",
                                      show_default=False)]
 BatchSize = Annotated[int | None, typer.Option(
     "--batch-size", "-b", help="Samples per batch (default: 1, or 32 for a predicted training "
                                "step; an ONNX file's own batch).")]
 InputSize = Annotated[str | None, typer.Option(
-    "--input-size", help="Per-sample input shape C,H,W (vision models).")]
+    "--input-size", help="Per-sample input shape C,H,W (vision models; one number: a 1-d shape).")]
 SeqLen = Annotated[int | None, typer.Option(
     "--seq-len", help="Sequence length in tokens (text models, hf:).")]
-Mode = Annotated[str, typer.Option("--mode", help=f"{_or(MODES)}.")]
-Precision = Annotated[str | None, typer.Option(
-    "--precision", help=f"{_or(PRECISIONS)} (predictions default to the precision measured on "
-                        f"that device and mode, else fp32); --mode generate: "
-                        f"{_or(GENERATE_PRECISIONS)} (default fp16).")]
+#: --mode of the commands taking every mode (predict, fit, cost).
+Mode = Annotated[str, typer.Option("--mode", help=mode_help(MODES))]
+#: --mode of the commands over a model's graph only (no generate).
+GraphMode = Annotated[str, typer.Option("--mode", help=mode_help(GRAPH_MODES))]
+Precision = Annotated[str | None, typer.Option("--precision", help=precision_help(MODES))]
+GraphPrecision = Annotated[str | None, typer.Option("--precision",
+                                                    help=precision_help(GRAPH_MODES))]
 # --mode generate (one Workload with the other modes: perfcast.workload)
 InputLen = Annotated[int | None, typer.Option(
     "--input-len", help="--mode generate: prompt tokens per request.")]
@@ -177,12 +227,12 @@ OutputLen = Annotated[int | None, typer.Option(
     "--output-len", help="--mode generate: generated tokens per request.")]
 Tf32 = Annotated[str, typer.Option(
     "--tf32", help=f"How fp32 matmuls and convolutions run on GPUs with TF32 units (Ampere and "
-                   f"newer): {_or(TF32_MODES)}. default = PyTorch's defaults (convolutions TF32, "
-                   f"matmuls FP32); on = NGC containers / set_float32_matmul_precision('high'); "
-                   f"off = NVIDIA_TF32_OVERRIDE=0.")]
+                   f"newer): {choices(TF32_MODES)}. default = PyTorch's defaults (convolutions "
+                   f"TF32, matmuls FP32); on = NGC containers / "
+                   f"set_float32_matmul_precision('high'); off = NVIDIA_TF32_OVERRIDE=0.")]
 Engine = Annotated[str | None, typer.Option(
-    "--engine", "--framework", help=f"--mode generate: serving engine, {_or(ENGINES)} "
-                                    f"(default vllm).")]
+    "--engine", "--framework", help=f"--mode generate: serving engine, {choices(ENGINES)} "
+                                    f"(default {DEFAULT_ENGINE}).")]
 # the parallel layout (perfcast.workload.Layout)
 TensorParallel = Annotated[int, typer.Option(
     "--tensor-parallel", help="GPUs splitting each layer (Megatron tensor parallelism: the "
@@ -197,21 +247,26 @@ MicroBatch = Annotated[int | None, typer.Option(
     "--micro-batch-size", help="--mode train: samples per pipeline / gradient-accumulation "
                                "micro-batch (default: the fastest that fits).")]
 Recompute = Annotated[str, typer.Option(
-    "--recompute", help=f"--mode train: activation recomputation, {_or(RECOMPUTE)}.")]
+    "--recompute", help=f"--mode train: activation recomputation, {choices(RECOMPUTE)}.")]
 Zero = Annotated[int, typer.Option(
-    "--zero", help="--mode train: ZeRO stage — 1 shards the optimizer state over the "
-                   "data-parallel replicas, 2 the gradients too, 3 the weights too.")]
+    "--zero", help=f"--mode train: ZeRO stage, {choices(ZERO_STAGES)} — 1 shards the optimizer "
+                   f"state over the data-parallel replicas, 2 the gradients too, 3 the weights "
+                   f"too.")]
 Schedule = Annotated[str, typer.Option(
-    "--schedule", help=f"--mode train: pipeline schedule, {_or(SCHEDULES)}.")]
+    "--schedule", help=f"--mode train: pipeline schedule, {choices(SCHEDULES)}.")]
 Cluster = Annotated[str | None, typer.Option(
     "--cluster", help="--mode train over GPUs: cluster JSON with gpus_per_node, "
                       "intra_node_gbs, inter_node_gbs (per-GPU unidirectional GB/s) and "
                       "optional latencies (default: the device's servers, perfcast devices).")]
 Optimizer = Annotated[str, typer.Option("--optimizer",
-                                        help=f"Training optimizer: {_or(OPTIMIZERS)}.")]
+                                        help=f"Training optimizer: {choices(OPTIMIZERS)} (none: "
+                                             f"forward + backward, no optimizer step).")]
 Predictor = Annotated[str | None, typer.Option(
-    "--predictor", help="Shipped predictor kind (dippm, xgboost, roofline, …) or the directory "
-                        "of a predictor saved by perfcast train.")]
+    "--predictor", help=f"Which predictor answers: {choices(PREDICTOR_KINDS)} (the shipped model "
+                        f"of that kind for the device, mode and precision; roofline and memsim "
+                        f"need none) — or the directory of a predictor saved by perfcast train "
+                        f"(default: the best shipped one, else crossdevice on a GPU, else the "
+                        f"roofline).")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Ray = Annotated[str | None, typer.Option(
     "--ray", metavar="[ADDRESS]",
@@ -225,14 +280,45 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild the graph, ig
 OverheadMb = Annotated[float | None, typer.Option(
     "--overhead-mb", help="Runtime overhead added to simulated GPU memory (MiB).")]
 Margin = Annotated[float, typer.Option("--margin", help="Safety margin on memory (0.1 = 10 %).")]
+def _shipped_table(name: str) -> dict:
+    """A table shipped in ``perfcast/decisions/data`` (read for the help texts; empty when
+    it cannot be read — the command then says why)."""
+    import json
+
+    from perfcast.paths import package_data
+
+    try:
+        return json.loads(package_data("decisions", "data", name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+#: The providers of the shipped price table (rows without one are "unspecified").
+PROVIDERS = tuple(sorted({r["provider"] for r in _shipped_table("prices.json").get("prices", [])
+                          if r.get("provider") and r["provider"] != "unspecified"}))
+#: The GPUs of the shipped MIG profile table.
+MIG_DEVICES = tuple(sorted(k for tbl in _shipped_table("mig_profiles.json").get("tables", {})
+                           .values() for k in tbl.get("devices", [])))
+
 Provider = Annotated[str | None, typer.Option(
-    "--provider", help="Price table provider: aws, gcp, azure, … (prices.json).")]
+    "--provider", help=f"Price table provider: {choices(PROVIDERS)} (default: the cheapest "
+                       f"row for the device; $PERFCAST_PRICES replaces the table).")]
+Risk = Annotated[str, typer.Option(
+    "--risk", help=f"Which predicted memory to plan with: {choices(RISKS)} — safe = the "
+                   f"interval's upper bound, central = the point estimate, optimistic = the "
+                   f"lower bound.")]
+Transfer = Annotated[str, typer.Option(
+    "--transfer", help=f"How to adapt the model to the new records: {choices(TRANSFER_RECIPES)}"
+                       f" — auto = the best of the others on held-out models, finetune = train "
+                       f"every weight further, recalibrate = map the prediction (log y = a + "
+                       f"b·log ŷ), scratch = same kind, new weights.")]
 Workers = Annotated[int, typer.Option("--workers",
                                       help="Worker processes (building graphs, reading a corpus).")]
 Threads = Annotated[int | None, typer.Option("--threads",
                                              help="CPU threads for torch (default: torch's).")]
 BatchSizes = Annotated[str, typer.Option("--batch-sizes", help="Comma-separated batch sizes.")]
-Modes = Annotated[str, typer.Option("--modes", help="Comma-separated: infer, train or both.")]
+Modes = Annotated[str, typer.Option("--modes", help=f"Comma-separated modes: "
+                                                    f"{choices(GRAPH_MODES)} (or both).")]
 MemsimSeed = Annotated[str | None, typer.Option(
     "--memsim-seed", help="memory-validation CSV whose simulations seed the cache, e.g. "
                           "reports/memory_validation.csv")]

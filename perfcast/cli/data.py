@@ -16,21 +16,25 @@ from perfcast.cli._common import (
     PANEL_DATA,
     BatchSize,
     BatchSizes,
+    GraphMode,
+    GraphPrecision,
     InputSize,
     Json,
-    Mode,
     Model,
     Modes,
     NoCache,
     Optimizer,
-    Precision,
     Predictor,
     Ray,
     SeqLen,
     StageProgress,
     Threads,
+    Transfer,
     Workers,
+    check_choice,
     check_workers,
+    choices,
+    examples,
     fmt_bytes,
     fmt_num,
     out,
@@ -42,30 +46,37 @@ from perfcast.cli._common import (
 )
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import check_output_dir, check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER
+from perfcast.workload import DEFAULT_OPTIMIZER, PRECISIONS
 from perfcast.workload import GRAPH_MODES as MODES
 
 app = typer.Typer()
 
 
-@app.command(rich_help_panel=PANEL_DATA)
+@app.command(rich_help_panel=PANEL_DATA, epilog=examples(
+    "perfcast inspect timm:resnet50",
+    "perfcast inspect hf:bert-base-uncased --seq-len 128 --mode train --json",
+    "perfcast inspect model.onnx --batch-size 8 --save graphs/"))
 def inspect(
     model: Model,
     batch_size: BatchSize = None,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
-    mode: Mode = "infer",
-    precision: Precision = "fp32",
+    mode: GraphMode = "infer",
+    precision: GraphPrecision = "fp32",
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     as_json: Json = False,
     no_cache: NoCache = False,
     save: Annotated[str | None, typer.Option(
         "--save", help="Also write the graph to this .npz file.")] = None,
 ):
-    """Build the model's computation graph and print its size, MACs, FLOPs and operators."""
+    """Build the model's computation graph and print its size, MACs, FLOPs and operators.
+
+    MACs and FLOPs are per batch, bytes are bytes; --json adds the op counts, the phases of a
+    training graph and the operators no class maps (never dropped: counted as other)."""
     from perfcast.cache import get_graph
     from perfcast.workload import Workload
 
+    check_choice("--mode", mode, MODES, "inspect")
     w = Workload.of(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                     mode=mode, precision=precision, optimizer=optimizer)
     if save:  # checked before the graph is built; a directory gets <dir>/<model>.npz
@@ -95,7 +106,11 @@ def inspect(
     out.print(t)
 
 
-@app.command(rich_help_panel=PANEL_DATA)
+@app.command(rich_help_panel=PANEL_DATA, epilog=examples(
+    "perfcast collect --models 'timm:resnet18 timm:mobilenetv3_small_100' --batch-sizes 1,8 "
+    "--modes infer,train --db measurements.db",
+    "perfcast collect --spec sweep.yaml --device rtx4090 --db postgresql://user:pw@host/db",
+    "perfcast collect --queued --db measurements.db --device cpu"))
 def collect(
     models: Annotated[str | None, typer.Option(
         "--models", "-m", help="Space-separated model specs, e.g. "
@@ -108,7 +123,7 @@ def collect(
         "--seq-lens", help="Comma-separated sequence lengths (hf:).")] = None,
     modes: Modes = "infer",
     precisions: Annotated[str, typer.Option(
-        "--precisions", help="Comma-separated: fp32,amp,bf16.")] = "fp32",
+        "--precisions", help=f"Comma-separated precisions: {choices(PRECISIONS)}.")] = "fp32",
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     spec: Annotated[str | None, typer.Option(
         "--spec", help="YAML sweep file (instead of the flags above).")] = None,
@@ -150,8 +165,11 @@ def collect(
     ray: Ray = None,
     as_json: Json = False,
 ):
-    """Measure latency / step time, memory and energy on this machine into a resumable store
-    (one collector per store and machine: a lock is held for the whole collection)."""
+    """Measure time, memory and energy on this machine into a resumable store.
+
+    Each configuration runs in a fresh subprocess and is committed whole when it finishes; a
+    re-run measures only what is missing. One collector per store and machine: a lock is held
+    for the whole collection."""
     from perfcast.devices import get_device
     from perfcast.profiler.collect import CollectSettings, Sweep, load_spec
     from perfcast.profiler.collect import collect as run_collect
@@ -212,7 +230,10 @@ def collect(
                    "rows_in_store": store.count()}, as_json)
 
 
-@app.command(rich_help_panel=PANEL_DATA)
+@app.command(rich_help_panel=PANEL_DATA, epilog=examples(
+    "perfcast query timm:resnet50 --device rtx4090 --batch-size 64 --store measurements.db",
+    "perfcast query timm:resnet50 --device rtx4090 --store postgresql://user:pw@host/db "
+    "--measure-missing --json"))
 def query(
     model: Model,
     device: Annotated[str, typer.Option(
@@ -224,8 +245,8 @@ def query(
     batch_size: BatchSize = None,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
-    mode: Mode = "infer",
-    precision: Precision = None,
+    mode: GraphMode = "infer",
+    precision: GraphPrecision = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     threads: Annotated[int | None, typer.Option(
         "--threads", help="CPU threads of the measurement (default: any; the most when "
@@ -238,11 +259,14 @@ def query(
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
-    """Query before you measure: the store's measured time (ms per batch), memory (MiB) and
-    energy (J per batch) of MODEL on a device, with spread and date — else the prediction,
-    marked as such. Each value says its source: measured or predicted."""
+    """Query before you measure: what a store measured, else the prediction.
+
+    The store's measured time (ms per batch), memory (MiB) and energy (J per batch) of MODEL on
+    a device, with spread and date — else the prediction, marked as such. Each value says its
+    source: measured or predicted."""
     from perfcast.query import query as run_query
 
+    check_choice("--mode", mode, MODES, "query")
     res = run_query(model, device=device, store=store, batch_size=batch_size,
                     input_size=input_size, seq_len=seq_len, mode=mode, precision=precision,
                     optimizer=optimizer, threads=threads, predictor=predictor,
@@ -288,7 +312,10 @@ def query(
     print_notes(res.notes)
 
 
-@app.command(rich_help_panel=PANEL_DATA)
+@app.command(rich_help_panel=PANEL_DATA, epilog=examples(
+    "perfcast corpus --out corpus/ --families resnet,vit --variants-per-family 4 "
+    "--input-sizes 160,224 --batch-sizes 1,8 --modes infer,train --workers 2",
+    "perfcast corpus --out corpus/ --limit 20 --ray"))
 def corpus(
     out_dir: Annotated[str, typer.Option(
         "--out", help="Corpus directory (graphs/ + index.csv).", show_default=False)],
@@ -311,8 +338,10 @@ def corpus(
     ray: Ray = None,
     as_json: Json = False,
 ):
-    """Build an unlabeled graph corpus (graphs only) over timm families, sizes, batches, modes
-    (--ray: as Ray tasks; a local cluster gets --workers CPUs)."""
+    """Build an unlabeled graph corpus for pre-training (graphs only, no measurement).
+
+    Over timm families, input sizes, batches and modes; resumable, failures recorded in the
+    index (--ray: as Ray tasks; a local cluster gets --workers CPUs)."""
     from perfcast.distributed import check_address
     from perfcast.store.corpus import build_corpus, plan
 
@@ -342,7 +371,9 @@ def corpus(
     print_summary({"out": out_dir, "planned": len(items), **counts}, as_json)
 
 
-@app.command(rich_help_panel=PANEL_DATA)
+@app.command(rich_help_panel=PANEL_DATA, epilog=examples(
+    "perfcast calibrate --device cpu --minutes 10",
+    "perfcast calibrate --device cpu --minutes 3 --threads 2 --transfer recalibrate --json"))
 def calibrate(
     device: Annotated[str, typer.Option(
         "--device", help="The local device: cpu, or the registry key of this machine's GPU.")
@@ -362,15 +393,15 @@ def calibrate(
     input_size: Annotated[str | None, typer.Option(
         "--input-size", help="C,H,W for every image model (default: each model's own).")
     ] = None,
-    transfer: Annotated[str, typer.Option(
-        "--transfer", help="auto, recalibrate, finetune or scratch (see perfcast train).")
-    ] = "auto",
+    transfer: Transfer = "auto",
     max_seconds: Annotated[float, typer.Option(
         "--max-seconds", help="Time budget (s) of one configuration's timed loop.")] = 2.0,
     as_json: Json = False,
 ):
-    """Measure a few models on this machine, adapt the shipped model to it, print before / after
-    MAPE on held-out models; later predictions for the device use the calibrated model."""
+    """Calibrate perfcast to this machine: measure a few models, adapt the shipped model.
+
+    Prints the MAPE on held-out models before and after; later predictions for the device use
+    the calibrated model."""
     from perfcast.paths import user_models_dir
     from perfcast.training.calibrate import calibrate as run_calibrate
 

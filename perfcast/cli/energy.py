@@ -13,32 +13,37 @@ from perfcast.cli._common import (
     PANEL_PREDICT,
     BatchSize,
     Device,
+    GraphMode,
+    GraphPrecision,
     InputSize,
     Json,
     Model,
     Optimizer,
-    Precision,
     Predictor,
     SeqLen,
+    check_choice,
+    examples,
     out,
     print_json,
     print_notes,
 )
 from perfcast.paths import check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER
+from perfcast.workload import DEFAULT_OPTIMIZER, GRAPH_MODES
 
 app = typer.Typer()
 
 
-@app.command("power-limit", rich_help_panel=PANEL_PREDICT)
+@app.command("power-limit", rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast power-limit timm:resnet50 --device v100-32gb --mode train --batch-size 64",
+    "perfcast power-limit timm:resnet50 --device a40 --eta 0.8 --png power-limit.png --json"))
 def power_limit(
     model: Model,
     device: Device,
     eta: Annotated[float, typer.Option(
         "--eta", help="Weight of energy in the cost (0: time only, 1: energy only).")] = 0.5,
     batch_size: BatchSize = None,
-    mode: Annotated[str, typer.Option("--mode", help="infer or train.")] = "train",
-    precision: Precision = None,
+    mode: GraphMode = "train",
+    precision: GraphPrecision = None,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
@@ -48,10 +53,13 @@ def power_limit(
     ] = None,
     as_json: Json = False,
 ):
-    """The GPU power limit that minimises Zeus's cost η·energy + (1−η)·max power·time for MODEL
-    on a GPU, with the table of (limit, time, energy) it chose from."""
+    """Choose the GPU power limit that trades energy against time.
+
+    The limit minimising Zeus's cost η·energy + (1−η)·max power·time for MODEL on a GPU, with
+    the table of (limit, power, time, energy, cost) it chose from."""
     from perfcast.decisions.power_limit import choose_power_limit
 
+    check_choice("--mode", mode, GRAPH_MODES, "power-limit")
     if png:  # before any prediction
         png = str(check_output_file(png, suffixes=(".png", ".svg", ".pdf"), option="--png"))
     c = choose_power_limit(model, device=device, eta=eta, batch_size=batch_size, mode=mode,

@@ -19,9 +19,12 @@ from perfcast.cli._common import (
     DataParallel,
     Device,
     Engine,
+    GraphMode,
+    GraphPrecision,
     InputLen,
     InputSize,
     Json,
+    MIG_DEVICES,
     Margin,
     MicroBatch,
     Mode,
@@ -35,12 +38,16 @@ from perfcast.cli._common import (
     Predictor,
     Provider,
     Recompute,
+    Risk,
     Schedule,
     SeqLen,
     Store,
     TensorParallel,
     Tf32,
     Zero,
+    check_choice,
+    choices,
+    examples,
     optional_model,
     out,
     print_json,
@@ -49,7 +56,13 @@ from perfcast.cli._common import (
 )
 from perfcast.errors import PerfcastError
 from perfcast.paths import check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER
+from perfcast.workload import (
+    DEFAULT_OPTIMIZER,
+    GRAPH_MODES,
+    OBJECTIVES,
+    RECOMPUTE,
+    ZERO_STAGES,
+)
 
 app = typer.Typer()
 
@@ -59,9 +72,6 @@ PowerLimit = Annotated[float | None, typer.Option(
 
 Coverage = Annotated[float, typer.Option(
     "--coverage", help="Coverage of the calibrated intervals (0.9 = 90 %).")]
-Risk = Annotated[str, typer.Option(
-    "--risk", help="Which predicted memory to plan with: safe (the interval's upper bound), "
-                   "central (the point estimate) or optimistic (the lower bound).")]
 
 
 def _interval(p, key: str, fmt: str) -> str:
@@ -89,7 +99,13 @@ def _model_kwargs(input_size: str | None, seq_len: int | None, optimizer: str,
             "predictor": predictor, "overlap_simulation": True}
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast predict timm:resnet50 --device rtx4090 --batch-size 256 --precision amp",
+    "perfcast predict timm:resnet50 --device my-gpu.json --mode train --batch-size 64 --json",
+    "perfcast predict hf:meta-llama/Llama-2-7b-hf --mode generate --device h100-sxm "
+    "--input-len 512 --output-len 256 --batch-size 16",
+    "perfcast predict hf:gpt2-xl --mode train --device a100-80gb --batch-size 64 --seq-len 1024 "
+    "--data-parallel 4 --tensor-parallel 2"))
 def predict(
     model: Model,
     device: Device,
@@ -121,12 +137,16 @@ def predict(
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
-    """Forecast time per batch (ms), throughput, peak memory (MiB) and energy (J) of MODEL on a
-    device (--store: measured values in place of predicted ones where the store has them). GPUs
-    without labeled data of their own are answered by `crossdevice` (their spec sheet); memory
-    without a learned model by the tensor-memory simulation.
+    """Forecast time, throughput, memory and energy of MODEL on a device.
+
+    Time per batch (ms), throughput, peak memory (MiB) and energy (J), each with its interval
+    and the predictor that answered (--store: measured values in place of predicted ones where
+    the store has them). GPUs without labeled data of their own are answered by `crossdevice`
+    (from their spec sheet); memory without a learned model by the tensor-memory simulation.
+
     `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
     output token, tokens/s, memory per device (weights + KV cache), energy per token.
+
     `--mode train` over GPUs (--data-parallel, --tensor-parallel, --pipeline-parallel …;
     --batch-size is the global batch): time per iteration, tokens/s, TFLOP/s per GPU and MFU,
     memory per GPU, the breakdown (compute, communication, pipeline bubble, optimizer)."""
@@ -207,7 +227,7 @@ def predict(
 MigModel = optional_model("--memory-mb")
 CostModel = optional_model("--time-ms")
 MigDevice = Annotated[str, typer.Option(
-    "--device", "-d", help="MIG GPU: a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200 …")]
+    "--device", "-d", help=f"MIG GPU: {choices(MIG_DEVICES)}.")]
 
 
 def _print_parallel(p, as_json: bool) -> None:
@@ -302,15 +322,19 @@ def _print_generation(p, as_json: bool) -> None:
     print_notes(p.notes)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast mig timm:resnet50 --device a100-40gb --batch-size 64",
+    "perfcast mig timm:vit_base_patch16_224 --device h100-sxm --batch-size 32 "
+    "--latency-slo-ms 50 --all-profiles",
+    "perfcast mig --memory-mb 12000 --device a100-80gb"))
 def mig(
     model: MigModel = None,
     device: MigDevice = "a100-40gb",
     batch_size: BatchSize = None,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
-    mode: Mode = "infer",
-    precision: Precision = None,
+    mode: GraphMode = "infer",
+    precision: GraphPrecision = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     predictor: Predictor = None,
     latency_slo_ms: Annotated[float | None, typer.Option(
@@ -326,10 +350,13 @@ def mig(
     coverage: Coverage = 0.9,
     as_json: Json = False,
 ):
-    """Recommend the smallest MIG profile whose usable memory holds the predicted peak (DIPPM's
-    rule, with an error margin and an optional latency SLO)."""
+    """Recommend the smallest MIG slice that holds the model.
+
+    The smallest MIG profile whose usable memory holds the predicted peak × (1 + margin)
+    (DIPPM's rule), optionally meeting a latency SLO on the slice."""
     from perfcast.decisions.mig import recommend_mig
 
+    check_choice("--mode", mode, GRAPH_MODES, "mig")
     a = recommend_mig(model, device=device, batch_size=batch_size, mode=mode,
                       precision=precision, latency_slo_ms=latency_slo_ms, margin=margin,
                       all_profiles=all_profiles, overhead_mb=overhead_mb, memory_mb=memory_mb,
@@ -359,7 +386,11 @@ def mig(
     print_notes(a.notes)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast fit timm:resnet50 --device a100-40gb --mode train --precision amp",
+    "perfcast fit timm:resnet50 --device a100-40gb --mode infer --mig-profile 1g.5gb",
+    "perfcast fit hf:meta-llama/Llama-2-7b-hf --mode generate --device a100-80gb "
+    "--input-len 1024 --output-len 256"))
 def fit(
     model: Model,
     device: Device,
@@ -387,10 +418,14 @@ def fit(
     tensor_parallel: TensorParallel = 1,
     as_json: Json = False,
 ):
-    """Largest batch whose predicted peak memory (+ margin) fits the device or a MIG slice, with
-    the predicted time and throughput at that batch. `--mode generate` (hf: LLMs): the most
-    concurrent requests of --input-len + --output-len tokens whose weights + KV cache fit, or
-    without --input-len the longest prompt --batch-size requests can hold."""
+    """Find the largest batch that fits the device or a MIG slice.
+
+    The largest batch whose predicted peak memory (+ margin) fits, with the predicted time and
+    throughput at that batch.
+
+    `--mode generate` (hf: LLMs): the most concurrent requests of --input-len + --output-len
+    tokens whose weights + KV cache fit, or without --input-len the longest prompt
+    --batch-size requests can hold."""
     from perfcast.decisions.fit import max_batch_size
 
     if mode == "generate":
@@ -477,7 +512,12 @@ def _fit_generation(model, device, input_len, output_len, batch_size, engine,
         print_notes(p.notes)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast cost timm:resnet50 --device a100-40gb --mode train --batch-size 256 --epochs 90 "
+    "--dataset-size 1281167 --region FRA",
+    "perfcast cost --device a100-40gb --time-ms 350 --iterations 200000 --price-per-hour 2.934",
+    "perfcast cost hf:meta-llama/Llama-2-7b-hf --mode generate --device h100-sxm "
+    "--requests 100000 --input-len 512 --output-len 256 --batch-size 32"))
 def cost(
     model: CostModel = None,
     device: Device = ...,
@@ -498,7 +538,8 @@ def cost(
     price_per_hour: Annotated[float | None, typer.Option(
         "--price-per-hour", help="USD per GPU-hour (overrides the table).")] = None,
     region: Annotated[str | None, typer.Option(
-        "--region", help="Country (FRA, Germany) or cloud region (aws:us-east-1).")] = None,
+        "--region", help="Electricity grid of the CO2e: a country (FRA, Germany) or a cloud "
+                         "region (gcp:europe-west1); default the world average.")] = None,
     time_ms: Annotated[float | None, typer.Option(
         "--time-ms", help="Time per batch (ms) instead of predicting it.")] = None,
     power_w: Annotated[float | None, typer.Option(
@@ -513,8 +554,11 @@ def cost(
     tensor_parallel: TensorParallel = 1,
     as_json: Json = False,
 ):
-    """Hours, USD, kWh and kg CO2e of a job: predicted (or given) time per batch × iterations,
-    priced per GPU-hour, energy from predicted energy or time × power (an estimate, said so).
+    """Price a job: hours, USD, kWh and kg CO2e.
+
+    Predicted (or given) time per batch × iterations, priced per GPU-hour; energy from the
+    predicted energy, or time × power (an estimate, said so).
+
     `--mode generate --requests N` (hf: LLMs): N requests of --input-len → --output-len tokens
     served in batches of --batch-size."""
     from perfcast.decisions.cost import estimate_cost, estimate_generation_cost
@@ -577,15 +621,20 @@ def cost(
     print_notes(c.notes)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast rank timm:resnet50 --devices all --objective time --batch-size 64",
+    "perfcast rank timm:resnet50 --devices rtx4090,a100-40gb,l4 --objective cost --mode train "
+    "--iterations 100000 --plot rank.png"))
 def rank(
     model: Model,
     devices: Annotated[str, typer.Option(
-        "--devices", help="all or a comma list of device keys.")] = "all",
-    objective: Annotated[str, typer.Option("--objective", help="time, cost or energy.")] = "time",
+        "--devices", help="all, or a comma list of device keys and spec files.")] = "all",
+    objective: Annotated[str, typer.Option(
+        "--objective", help=f"Order by {choices(OBJECTIVES)} — time per batch, USD or kWh of "
+                            f"--iterations batches.")] = "time",
     batch_size: BatchSize = None,
-    mode: Mode = "infer",
-    precision: Precision = None,
+    mode: GraphMode = "infer",
+    precision: GraphPrecision = None,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
@@ -596,9 +645,13 @@ def rank(
         "--plot", help="Also write a PNG bar chart here.")] = None,
     as_json: Json = False,
 ):
-    """Rank devices for MODEL by time per batch, cost or energy (with memory fit)."""
+    """Rank devices for MODEL by time, cost or energy.
+
+    One row per device: time per batch with its interval and source, memory and whether it
+    fits, USD and kWh of --iterations batches."""
     from perfcast.decisions.rank import rank as do_rank
 
+    check_choice("--mode", mode, GRAPH_MODES, "rank")
     if plot:  # before any prediction
         plot = str(check_output_file(plot, suffixes=(".png", ".svg", ".pdf"), option="--plot"))
     r = do_rank(model, devices=devices, objective=objective, batch_size=batch_size, mode=mode,
@@ -629,7 +682,11 @@ def rank(
     print_notes(r.notes)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast plan hf:gpt2-xl --gpus 8 --device a100-80gb --precision amp --batch-size 64 "
+    "--seq-len 1024 --top 5",
+    "perfcast plan hf:meta-llama/Llama-2-7b-hf --mode generate --device h100-sxm --rate 5 "
+    "--input-len 512 --output-len 256 --slo-ttft 500 --slo-tpot 50"))
 def plan(
     model: Model,
     device: Device,
@@ -641,8 +698,9 @@ def plan(
         "--batch-size", "-b", help="Global batch (default: max(32, GPUs)).")] = None,
     seq_len: SeqLen = None,
     mode: Annotated[str, typer.Option(
-        "--mode", help="train (the layouts of a training step) or generate (the deployments "
-                       "serving an LLM at --rate).")] = "train",
+        "--mode", help="What to plan: " + choices(("train (the layouts of a training step)",
+                                                   "generate (the deployments serving an LLM "
+                                                   "at --rate)")) + ".")] = "train",
     precision: Precision = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     data_parallel: Annotated[int | None, typer.Option(
@@ -654,10 +712,11 @@ def plan(
     micro_batch_size: Annotated[int | None, typer.Option(
         "--micro-batch-size", help="Fix the micro-batch (default: every power of two).")] = None,
     recompute: Annotated[str | None, typer.Option(
-        "--recompute", help="Only this recomputation (none, selective, full; default "
-                            "all).")] = None,
+        "--recompute", help=f"Only this recomputation: {choices(RECOMPUTE)} (default: "
+                            f"every one).")] = None,
     zero: Annotated[str | None, typer.Option(
-        "--zero", help="Only these ZeRO stages, e.g. 0,1 (default 0,1,2,3).")] = None,
+        "--zero", help=f"Only these ZeRO stages, comma-separated from {choices(ZERO_STAGES)} "
+                       f"(default: every one).")] = None,
     schedule: Schedule = "1f1b",
     rate: Annotated[float | None, typer.Option(
         "--rate", help="--mode generate: requests per second to serve.")] = None,
@@ -678,11 +737,14 @@ def plan(
     top: Annotated[int, typer.Option("--top", help="Rows shown (the JSON: --top too).")] = 15,
     as_json: Json = False,
 ):
-    """Rank every valid (D, T, P, micro-batch, recompute, ZeRO) layout of --gpus GPUs by
-    predicted time per iteration among those that fit, and name the winner. `--mode generate`
-    (hf: LLMs): the cheapest deployment (GPUs, tensor parallel, replicas, max batch) serving
-    --rate requests/s of --input-len → --output-len tokens within --slo-ttft / --slo-tpot, with
-    USD and energy per million tokens, and the table of candidates."""
+    """Plan the best layout on N GPUs, or the cheapest LLM deployment.
+
+    --mode train: every valid (D, T, P, micro-batch, recompute, ZeRO) layout of --gpus GPUs
+    ranked by predicted time per iteration among those that fit, and the winner named.
+
+    --mode generate (hf: LLMs): the cheapest deployment (GPUs, tensor parallel, replicas, max
+    batch) serving --rate requests/s of --input-len → --output-len tokens within --slo-ttft /
+    --slo-tpot, with USD and energy per million tokens, and the table of candidates."""
     from perfcast.cli._common import StageProgress, split_list
     from perfcast.decisions.plan import plan as do_plan
 
@@ -784,21 +846,27 @@ def _print_serving_plan(r, top: int) -> None:
     print_notes(r.notes)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast memory timm:resnet50 --mode train --batch-size 32 --optimizer adamw",
+    "perfcast memory hf:gpt2 --mode infer --batch-size 8 --seq-len 512 --precision fp16 --json"))
 def memory(
     model: Model,
     batch_size: BatchSize = 1,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
-    mode: Mode = "train",
-    precision: Precision = "fp32",
+    mode: GraphMode = "train",
+    precision: GraphPrecision = "fp32",
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     as_json: Json = False,
 ):
-    """Exact peak of live tensor bytes of a training step or inference pass (MiB), simulated
-    under FakeTensor — no device, no weights. Excludes CUDA context, allocator and workspaces."""
+    """Simulate the exact tensor-memory peak of a step (MiB).
+
+    The peak of live tensor bytes of a training step or an inference pass, simulated under
+    FakeTensor — no device, no weights. Excludes the CUDA context, the allocator and library
+    workspaces (perfcast predict adds them on GPUs)."""
     from perfcast.memory import simulate_memory
 
+    check_choice("--mode", mode, GRAPH_MODES, "memory")
     d = simulate_memory(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                         mode=mode, precision=precision, optimizer=optimizer).to_dict()
     if as_json:
@@ -818,13 +886,18 @@ def memory(
 # `perfcast devices` lists (as it always did); `devices add` / `devices remove` keep the user's
 # own device specs (perfcast.paths.user_devices_dir()).
 devices_app = typer.Typer(no_args_is_help=False)
-app.add_typer(devices_app, name="devices", rich_help_panel=PANEL_PREDICT)
+app.add_typer(devices_app, name="devices", rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast devices", "perfcast devices --json", "perfcast devices add my-gpu.json",
+    "perfcast devices remove my-gpu"))
 
 
 @devices_app.callback(invoke_without_command=True)
 def devices(ctx: typer.Context, as_json: Json = False):
-    """List the hardware perfcast knows (peak TFLOPS, memory GB, bandwidth GB/s, MIG); add or
-    remove your own devices (spec files with the keys of a devices.json row)."""
+    """List the devices perfcast knows; add or remove your own.
+
+    Peak TFLOPS, memory GB, bandwidth GB/s and MIG profiles of every registry device; `devices
+    add SPEC.json` keeps a spec of your own (the keys of a registry row, perfcast devices
+    --json shows them), `devices remove KEY` deletes it."""
     if ctx.invoked_subcommand is not None:
         return
     from perfcast.devices import list_devices
@@ -845,7 +918,8 @@ def devices(ctx: typer.Context, as_json: Json = False):
     out.print(t)
 
 
-@devices_app.command("add")
+@devices_app.command("add", epilog=examples("perfcast devices add my-gpu.json",
+                                            "perfcast devices add a100-40gb.json --replace"))
 def devices_add(
     spec: Annotated[str, typer.Argument(
         help="Device spec: a JSON object with the keys of a devices.json row (perfcast devices "
@@ -854,8 +928,9 @@ def devices_add(
         "--replace", help="Overwrite a user device or override a built-in one of that key.")] = False,
     as_json: Json = False,
 ):
-    """Validate SPEC.json and keep it as a user device, so its key can be named later
-    (--device KEY). Stored in $PERFCAST_DEVICES_DIR, else <data home>/devices."""
+    """Keep a device spec of your own (then --device KEY works).
+
+    Validates SPEC.json and stores it in $PERFCAST_DEVICES_DIR, else <data home>/devices."""
     from perfcast.devices import add_user_device
 
     dev, path = add_user_device(spec, replace=replace)
@@ -865,14 +940,15 @@ def devices_add(
     out.print(f"added device [bold]{dev.key}[/bold] ({dev.name}) → {path}", highlight=False)
 
 
-@devices_app.command("remove")
+@devices_app.command("remove", epilog=examples("perfcast devices remove my-gpu"))
 def devices_remove(
     key: Annotated[str, typer.Argument(help="Key of a user device (perfcast devices add).",
                                        show_default=False)],
     as_json: Json = False,
 ):
-    """Delete a user device (built-in devices stay; a built-in the user device overrode comes
-    back)."""
+    """Delete a device of your own.
+
+    Built-in devices stay; a built-in the user device overrode comes back."""
     from perfcast.devices import remove_user_device
 
     files = remove_user_device(key)

@@ -14,28 +14,33 @@ from perfcast.cli._common import (
     PANEL_PREDICT,
     BatchSize,
     Device,
+    GraphMode,
+    GraphPrecision,
     InputSize,
     Json,
-    Mode,
     Model,
     NoCache,
     Optimizer,
-    Precision,
     Predictor,
     SeqLen,
     StageProgress,
+    check_choice,
+    examples,
     err,
     out,
     print_json,
 )
 from perfcast.errors import PerfcastError
 from perfcast.paths import check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER
+from perfcast.workload import DEFAULT_OPTIMIZER, GRAPH_MODES
 
 app = typer.Typer()
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast report timm:resnet50 --device a100-40gb --batch-size 64 --out report.html --png",
+    "perfcast report hf:bert-base-uncased --device rtx4090 --seq-len 128 --precision amp "
+    "--region FRA"))
 def report(
     model: Model,
     device: Device,
@@ -44,27 +49,30 @@ def report(
     batch_size: BatchSize = None,
     input_size: InputSize = None,
     seq_len: SeqLen = None,
-    mode: Mode = "infer",
-    precision: Precision = None,
+    mode: GraphMode = "infer",
+    precision: GraphPrecision = None,
     optimizer: Optimizer = DEFAULT_OPTIMIZER,
     predictor: Predictor = None,
     iterations: Annotated[int, typer.Option(
         "--iterations", help="Batches the cost and CO2e are for.")] = 1000,
     region: Annotated[str | None, typer.Option(
-        "--region", help="Grid for the CO2e: country (FRA, Germany) or cloud region "
-                         "(aws:us-east-1); default the world average.")] = None,
+        "--region", help="Electricity grid of the CO2e: a country (FRA, Germany) or a cloud "
+                         "region (gcp:europe-west1); default the world average.")] = None,
     png: Annotated[bool, typer.Option(
         "--png", help="Also write each chart as <out stem>-<chart>.png beside the page.")] = False,
     as_json: Json = False,
     no_cache: NoCache = False,
 ):
-    """One self-contained HTML page (opens offline: charts embedded as PNG) for MODEL on a
-    device: the device's roofline for the precision with the model's operator classes placed by
-    arithmetic intensity and predicted attainable FLOP/s, the top operators by predicted time
-    and their bound, time per phase, the memory timeline of the tensor simulation and the
-    decisions (largest batch, MIG profile, cost and CO2e)."""
+    """Write one HTML page about MODEL on a device: roofline, operators, memory, decisions.
+
+    A self-contained page (it opens offline: charts embedded as PNG) with the prediction, the
+    device's roofline for the precision with the model's operator classes placed by arithmetic
+    intensity and predicted attainable FLOP/s, the top operators by predicted time and their
+    bound, time per phase, the memory timeline of the tensor simulation and the decisions
+    (largest batch, MIG profile, cost and CO2e)."""
     from perfcast.report import build_report, write_report
 
+    check_choice("--mode", mode, GRAPH_MODES, "report")
     path = check_output_file(out_path, suffixes=(".html", ".htm"), option="--out")
     with StageProgress(hidden=as_json) as prog:
         r = build_report(model, device=device, batch_size=batch_size, input_size=input_size,
@@ -85,7 +93,8 @@ def report(
             out.print(f"chart: {p}", highlight=False)
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast ui", "perfcast ui --port 8080 --max-upload-mb 50"))
 def ui(
     host: Annotated[str, typer.Option(
         "--host", help="Address to listen on (default: this machine only; anything else makes "
@@ -94,10 +103,11 @@ def ui(
     max_upload_mb: Annotated[float, typer.Option(
         "--max-upload-mb", help="Largest file a user may upload (MB).")] = 20.0,
 ):
-    """Serve the perfcast web page (Gradio; pip install 'perfcast\\[ui]'): model, batch, input
-    size or sequence length, mode, precision and devices in; predictions with sources, memory
-    breakdown, MIG profile, largest batch, cost and CO2e, a device ranking and the roofline
-    chart out. Ctrl-C stops it."""
+    """Serve the perfcast web page (pip install 'perfcast\\[ui]').
+
+    A Gradio page: model, batch, input size or sequence length, mode, precision and devices
+    in; predictions with intervals and sources, memory breakdown, MIG profile, largest batch,
+    cost and CO2e, a device ranking and the roofline chart out. Ctrl-C stops it."""
     from perfcast.ui import serve
 
     if not 0 < port < 65536:
@@ -109,7 +119,8 @@ def ui(
                                             soft_wrap=True))
 
 
-@app.command(rich_help_panel=PANEL_PREDICT)
+@app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
+    "perfcast serve", "perfcast serve --port 9000 --max-concurrency 2 --access-log"))
 def serve(
     host: Annotated[str, typer.Option(
         "--host", help="Address to listen on (default: this machine only; there is no "
@@ -131,11 +142,12 @@ def serve(
         "--access-log", help="Log every request on stderr.")] = False,
     as_json: Json = False,
 ):
-    """Serve perfcast as an HTTP JSON API for programs (FastAPI + uvicorn; pip install
-    'perfcast\\[serve]'): POST /predict, /fit, /rank, /cost with the command's options as JSON
-    (the JSON of --json back; bad input is HTTP 422 with the command's message), GET /devices,
-    /healthz and the OpenAPI page /docs. Predictors and graphs stay warm between requests.
-    SIGTERM or Ctrl-C: finish the requests in flight, then exit 0."""
+    """Serve perfcast as an HTTP JSON API for programs (pip install 'perfcast\\[serve]').
+
+    FastAPI + uvicorn: POST /predict, /fit, /rank, /cost and /plan with the command's options as
+    JSON (the JSON of --json back; bad input is HTTP 422 with the command's message), GET
+    /devices, /healthz and the OpenAPI page /docs. Predictors and graphs stay warm between
+    requests. SIGTERM or Ctrl-C: finish the requests in flight, then exit 0."""
     from perfcast.serve import serve as run_server
 
     if not 0 <= port < 65536:

@@ -18,8 +18,11 @@ from perfcast.cli._common import (
     Ray,
     StageProgress,
     Threads,
+    Transfer,
     Workers,
     check_workers,
+    choices,
+    examples,
     err,
     out,
     print_json,
@@ -28,16 +31,28 @@ from perfcast.cli._common import (
 )
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import check_output_dir
+from perfcast.workload import (
+    EVAL_SPLITS,
+    EVAL_TASKS,
+    PREDICTOR_KINDS,
+    PRETRAIN_METHODS,
+    TRAIN_RECIPES,
+)
 
 app = typer.Typer()
 
 
-@app.command(rich_help_panel=PANEL_RESEARCH)
+@app.command(rich_help_panel=PANEL_RESEARCH, epilog=examples(
+    "perfcast train --list",
+    "perfcast train --data measurements.db --predictor xgboost --out my-model/",
+    "perfcast train --init-from rtx4090-infer-amp-dippm --data my-gpu.csv --out my-model/",
+    "perfcast train --recipe default --out my-shipped/"))
 def train(
     recipe: Annotated[str | None, typer.Option(
-        "--recipe", help="Train a recipe's models (default: the shipped predictors; llm: the "
-                         "LLM generation models; power: the power model, from the Zeus "
-                         "traces; gnnllm: the GNN+LLM stage-1+2 checkpoint).")] = None,
+        "--recipe", help=f"Train a recipe's models: {choices(TRAIN_RECIPES)} (or a recipe JSON "
+                         f"file) — default = the shipped predictors, llm = the LLM generation "
+                         f"models, power = the power model from the Zeus traces, gnnllm = the "
+                         f"GNN+LLM stage-1+2 checkpoint.")] = None,
     init_from: Annotated[str | None, typer.Option(
         "--init-from",
         help="Fine-tune this saved predictor (directory) or shipped model id.")] = None,
@@ -46,7 +61,8 @@ def train(
                        "dataset schema (model, device, mode, precision, batch_size, "
                        "time_ms …).")] = None,
     predictor: Annotated[str, typer.Option(
-        "--predictor", help="Predictor to train on --data.")] = "xgboost",
+        "--predictor", help=f"Predictor to train on --data: {choices(PREDICTOR_KINDS)}.")
+    ] = "xgboost",
     out_dir: Annotated[str | None, typer.Option(
         "--out", help="Output directory (--recipe: default <data home>/models/<recipe>; to "
                       "rebuild the shipped models from a checkout pass --out "
@@ -60,10 +76,7 @@ def train(
     only: Annotated[str | None, typer.Option(
         "--only", help="Recipe: comma-separated entry ids (llm: latency, power, prefill, "
                        "phase-power).")] = None,
-    transfer: Annotated[str, typer.Option(
-        "--transfer", help="--init-from: auto (the best on held-out models), finetune (train "
-                           "every weight further), recalibrate (map the prediction, log y = a + "
-                           "b·log ŷ) or scratch (same kind, new weights).")] = "auto",
+    transfer: Transfer = "auto",
     list_models: Annotated[bool, typer.Option(
         "--list", help="List the shipped models and exit.")] = False,
     memsim_seed: MemsimSeed = None,
@@ -73,10 +86,11 @@ def train(
                          "benchmarks/build_trappm_corpus.sh).")] = None,
     as_json: Json = False,
 ):
-    """Train predictors: `--recipe default` retrains the shipped models (into the data home
-    unless --out); `--data D --out DIR` trains a predictor on your records; `--init-from M --data
-    D --out DIR` fine-tunes a saved or shipped predictor on your measurements (a few dozen are
-    enough to adapt it)."""
+    """Train predictors: a recipe, on your records, or adapted to your GPU.
+
+    `--recipe default` retrains the shipped models (into the data home unless --out); `--data
+    D --out DIR` trains a predictor on your records; `--init-from M --data D --out DIR` adapts
+    a saved or shipped predictor to your measurements (a few dozen are enough)."""
     from perfcast.training import trainer as T
     from perfcast.training.shipped import manifest
 
@@ -191,16 +205,19 @@ def _pm(d: dict, key: str, digits: int = 2, std: bool = True) -> str:
     return f"{v:,.{digits}f}" + (f" ± {s:,.{digits}f}" if std and s is not None else "")
 
 
-@app.command(rich_help_panel=PANEL_RESEARCH)
+@app.command(rich_help_panel=PANEL_RESEARCH, epilog=examples(
+    "perfcast evaluate --task a --split unseen-family --predictors xgboost,roofline",
+    "perfcast evaluate --task c-i7 --split family-mc --param mlp.epochs=20 --out reports/eval"))
 def evaluate(
     task: Annotated[str, typer.Option(
-        "--task", "-t", help="a, b, b-pt291, rtx3090-infer, c-i9, c-i7, d or e "
-                             "(perfcast.evaluation.tasks).", show_default=False)],
+        "--task", "-t", help=f"Evaluation task: {choices(EVAL_TASKS)} (perfcast.evaluation."
+                             f"tasks describes each).", show_default=False)],
     split: Annotated[str, typer.Option(
-        "--split", "-s", help="random, family-mc or unseen-family.", show_default=False)],
+        "--split", "-s", help=f"How models are split: {choices(EVAL_SPLITS)}.",
+        show_default=False)],
     predictors: Annotated[str | None, typer.Option(
-        "--predictors", "-p", help="Comma-separated predictor names (default: the task's, e.g. "
-                                   "dippm,nnlqp,mlp,xgboost,roofline).")] = None,
+        "--predictors", "-p", help=f"Comma-separated predictors from {choices(PREDICTOR_KINDS)} "
+                                   f"(default: the task's).")] = None,
     seeds: Annotated[str | None, typer.Option(
         "--seeds", help="Comma-separated split seeds (default 1337-1341; unseen-family "
                         "1337).")] = None,
@@ -219,7 +236,9 @@ def evaluate(
     ray: Ray = None,
     as_json: Json = False,
 ):
-    """Fit predictors on model-grouped splits of a task, score the test parts and write a report
+    """Judge predictors on held-out models and write a report.
+
+    Fits predictors on model-grouped splits of a task, scores the test parts and writes a report
     (metrics, per-family tables, predictions, plots, summary.md) under <out>/<task>/<split>/
     (--ray: the fits as Ray tasks; a local cluster gets --workers CPUs)."""
     from perfcast.distributed import check_address
@@ -276,7 +295,9 @@ def evaluate(
               f"families {len(set(res.data.fs.families().tolist())):,}; report: {res.out_dir}")
 
 
-@app.command(rich_help_panel=PANEL_RESEARCH)
+@app.command(rich_help_panel=PANEL_RESEARCH, epilog=examples(
+    "perfcast pretrain --corpus corpus/ --out encoder/ --method gae --epochs 10",
+    "perfcast pretrain --corpus corpus/ --out encoder/ --method graphmae --limit 2000 --json"))
 def pretrain(
     corpus_dir: Annotated[str, typer.Option(
         "--corpus", help="Unlabeled corpus directory (perfcast corpus --out).",
@@ -284,7 +305,9 @@ def pretrain(
     out_dir: Annotated[str, typer.Option(
         "--out", help="Encoder directory (encoder.json + encoder.safetensors).",
         show_default=False)],
-    method: Annotated[str, typer.Option("--method", help="gae (TraPPM) or graphmae.")] = "gae",
+    method: Annotated[str, typer.Option(
+        "--method", help=f"Pre-training method: {choices(PRETRAIN_METHODS)} (gae: TraPPM's "
+                         f"graph autoencoder; graphmae: the masked autoencoder).")] = "gae",
     hidden: Annotated[int, typer.Option("--hidden", help="Embedding width c (TraPPM: 512).")] = 128,
     epochs: Annotated[int, typer.Option(
         "--epochs", help="Total epochs (a resumed run continues to this).")] = 10,
@@ -307,8 +330,9 @@ def pretrain(
     threads: Threads = None,
     as_json: Json = False,
 ):
-    """Pre-train a graph encoder (GAE or GraphMAE) on an unlabeled corpus for the trappm
-    predictor; checkpointed every epoch, resumable."""
+    """Pre-train a graph encoder on an unlabeled corpus (for the trappm predictor).
+
+    GAE or GraphMAE; checkpointed every epoch, resumable."""
     from perfcast.pretrain import pretrain as run_pretrain
 
     check_workers(workers)

@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError, unknown_choice
-
-OBJECTIVES = ("time", "cost", "energy")
+from perfcast.workload import OBJECTIVES
 
 
 @dataclass

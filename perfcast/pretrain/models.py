@@ -26,12 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from perfcast.pretrain.dataset import import_pyg_quietly
+from perfcast.workload import PRETRAIN_METHODS as METHODS
 
 import_pyg_quietly()
 from torch_geometric.nn import GAE, GINConv, SAGEConv  # noqa: E402
 from torch_geometric.utils import batched_negative_sampling  # noqa: E402
 
-METHODS = ("gae", "graphmae")
 #: Convolution of each method's encoder.
 METHOD_CONV = {"gae": "sage", "graphmae": "gin"}
 #: Default dropout per method (TraPPM: 0.5; GraphMAE's feature dropout: 0.2).

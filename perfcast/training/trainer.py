@@ -15,6 +15,7 @@ import pandas as pd
 
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import package_data
+from perfcast.workload import TRANSFER_RECIPES  # perfcast train --init-from (fine_tune)
 
 
 def hold_out_models(fs, n_held: int, seed: int):
@@ -50,8 +51,6 @@ def fit_frame(df: pd.DataFrame, predictor: str, *, params: dict[str, Any] | None
     return pred, fs
 
 
-#: ``perfcast train --init-from`` recipes (see :func:`fine_tune`).
-TRANSFER_RECIPES = ("auto", "finetune", "recalibrate", "scratch")
 #: ``auto`` compares the recipes on held-out models only with at least this many models.
 AUTO_MIN_MODELS = 8
 
