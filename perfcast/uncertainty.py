@@ -1,4 +1,4 @@
-"""How sure a prediction is: calibrated intervals and an out-of-distribution score (issue #16).
+"""How sure a prediction is: calibrated intervals and an out-of-distribution score.
 
 **Intervals — split conformal in log space, Mondrian by OOD-score bucket.** For a shipped model,
 the calibration residuals are ``r = log(actual / predicted)`` of records the model never trained

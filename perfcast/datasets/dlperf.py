@@ -1,4 +1,4 @@
-"""Multi-GPU training measurements (issue #33): DLPerf (Oneflow-Inc/DLPerf, Apache-2.0) on 1–32
+"""Multi-GPU training measurements: DLPerf (Oneflow-Inc/DLPerf, Apache-2.0) on 1–32
 Tesla V100-SXM2-16GB (8 per node, NVLink hybrid mesh inside a node, one 100 Gb/s InfiniBand EDR
 adapter per node), and Vidur's collective-communication profiles (microsoft/vidur, MIT).
 

@@ -1,4 +1,4 @@
-"""Training over many GPUs (issue #33): data, tensor and pipeline parallelism — the time of an
+"""Training over many GPUs: data, tensor and pipeline parallelism — the time of an
 iteration, the memory per GPU, and the layouts ``perfcast plan`` ranks.
 
 * :mod:`~perfcast.parallel.cluster` — :class:`Cluster`: GPUs per node and the links

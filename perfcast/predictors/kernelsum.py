@@ -1,7 +1,7 @@
 """``kernelsum`` — a step as the sum of its kernels, each at a learned fraction of this machine's
 measured roofline: answers that scale with the model, the batch and the thread count.
 
-Built for the one device we can measure (issue #21: tree models on 26 small CPU models answered
+Built for the one device we can measure (before it, tree models on 26 small CPU models answered
 ≈ 40 ms for every everyday model). The prediction is a non-negative combination of physical
 work, so it can only grow with FLOPs, bytes and batch, and it extrapolates linearly beyond the
 trained range instead of going flat::

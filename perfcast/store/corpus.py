@@ -94,7 +94,7 @@ def _worker_init() -> None:
     """Workers die quietly on the pool's SIGTERM (the CLI's handler is for the parent only) and
     trace with one torch thread each, as a Ray task of one CPU does (``OMP_NUM_THREADS=1``):
     forked workers inherit torch's default of one thread per core, and ``workers`` of them
-    oversubscribe the cores (BENCHMARKS.md, issue 18)."""
+    oversubscribe the cores (BENCHMARKS.md, "Beyond one machine")."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates us
     import torch
