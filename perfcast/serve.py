@@ -241,9 +241,20 @@ def _models():
         tensor_parallel: int | None = None
 
     class PlanRequest(Common):
-        gpus: int
+        gpus: int | None = Field(None, description="--mode train: GPUs to spread the training "
+                                                   "over; --mode generate: the most GPUs")
         device: str
         mode: str = "train"
+        # --mode generate: the serving deployments meeting the SLOs at a request rate
+        rate: float | None = Field(None, description="requests per second (--mode generate)")
+        input_len: int | None = None
+        output_len: int | None = None
+        slo_ttft_ms: float | None = Field(None, description="--slo-ttft (ms)")
+        slo_tpot_ms: float | None = Field(None, description="--slo-tpot (ms)")
+        engine: str | None = None
+        max_batch: int | None = None
+        price_per_hour: float | None = None
+        provider: str | None = None
         cluster: str | None = None
         data_parallel: int | None = None
         tensor_parallel: int | None = None

@@ -289,3 +289,15 @@ def test_plan_is_the_commands_json(client, capsys, tmp_path):
     r = client.post("/plan", json={"model": model, "gpus": 0, "device": "a100-80gb"})
     assert r.status_code == 422 and r.json()["error"] == _cli_error(
         capsys, "plan", model, "--gpus", "0", "--device", "a100-80gb")
+    # the serving planner: the same answer as perfcast plan --mode generate --json
+    r = client.post("/plan", json={"model": model, "mode": "generate", "device": "a100-80gb",
+                                   "rate": 5, "input_len": 64, "output_len": 32,
+                                   "slo_tpot_ms": 50, "top": 3})
+    assert r.status_code == 200, r.text
+    cli = _cli_json(capsys, "plan", model, "--mode", "generate", "--device", "a100-80gb",
+                    "--rate", "5", "--input-len", "64", "--output-len", "32", "--slo-tpot",
+                    "50", "--top", "3")
+    served = r.json()
+    for d in (served, cli):
+        d.pop("elapsed_s", None)
+    assert served == cli
