@@ -266,17 +266,23 @@ def ood_quality(df: pd.DataFrame) -> dict:
             "large_error_share_unflagged": float(large[~f].mean()) if (~f).any() else None}
 
 
-def only_crossdevice() -> int:
-    """Replace the ``crossdevice-gpu`` calibration in the shipped file, keep the others."""
-    dv = heldout_devices()
+def crossdevice_calibration(dv: pd.DataFrame) -> dict[str, U.Calibration]:
+    """The ``crossdevice-gpu`` calibration from its held-out-GPU residuals
+    (:func:`heldout_devices`)."""
     ref = U.OODReference.fit(batches=dv.batch_size.to_numpy(), devices=dv.attrs["vecs"])
-    cals = dict(U.calibrations())
-    cals["crossdevice-gpu"] = {"time_ms": U.Calibration.build(
+    return {"time_ms": U.Calibration.build(
         "time_ms", dv.residual, dv.score, reference=ref,
         meta={"calibrated_on": f"held-out GPUs: leave-one-GPU-out and leave-newest-out, "
                                f"{dv.device.nunique()} folds, {len(dv)} records "
                                f"(reports/crossdevice/logo.csv and newest.csv)",
               "method": "split conformal, signed log residuals, Mondrian by OOD bucket"})}
+
+
+def only_crossdevice() -> int:
+    """Replace the ``crossdevice-gpu`` calibration in the shipped file, keep the others."""
+    dv = heldout_devices()
+    cals = dict(U.calibrations())
+    cals["crossdevice-gpu"] = crossdevice_calibration(dv)
     doc = json.loads(U.calibration_path().read_text())
     meta = {k: v for k, v in doc.items() if k not in ("format", "models")}
     U.write_calibrations(cals, U.calibration_path(), meta)
@@ -335,13 +341,7 @@ def main() -> int:
         del feats
     print("crossdevice-gpu: leave-one-GPU-out", flush=True)
     dv = heldout_devices()
-    ref = U.OODReference.fit(batches=dv.batch_size.to_numpy(), devices=dv.attrs["vecs"])
-    cals["crossdevice-gpu"] = {"time_ms": U.Calibration.build(
-        "time_ms", dv.residual, dv.score, reference=ref,
-        meta={"calibrated_on": f"held-out GPUs: leave-one-GPU-out and leave-newest-out, "
-                               f"{dv.device.nunique()} folds, {len(dv)} records "
-                               f"(reports/crossdevice/logo.csv and newest.csv)",
-              "method": "split conformal, signed log residuals, Mondrian by OOD bucket"})}
+    cals["crossdevice-gpu"] = crossdevice_calibration(dv)
     rows.append(("crossdevice-gpu", "time_ms", "leave-one-GPU-out", dv, True))
     print("simulation:gpu: GPUMemNet runs", flush=True)
     sm = heldout_simulation()

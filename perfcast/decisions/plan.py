@@ -80,11 +80,17 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
-        d = asdict(self)
-        if top is not None:
-            d["rows"] = d["rows"][:top]
-            d["rows_shown"] = len(d["rows"])
-        return d
+        return ranked_dict(self, top)
+
+
+def ranked_dict(plan: Any, top: int | None = None) -> dict[str, Any]:
+    """A plan dataclass as JSON, its ranked ``rows`` cut to the first ``top`` (with
+    ``rows_shown``) — training layouts and serving deployments alike."""
+    d = asdict(plan)
+    if top is not None:
+        d["rows"] = d["rows"][:top]
+        d["rows_shown"] = len(d["rows"])
+    return d
 
 
 def _divisors(n: int) -> list[int]:

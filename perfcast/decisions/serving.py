@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -112,11 +112,9 @@ class ServingPlan:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
-        d = asdict(self)
-        if top is not None:
-            d["rows"] = d["rows"][:top]
-            d["rows_shown"] = len(d["rows"])
-        return d
+        from perfcast.decisions.plan import ranked_dict
+
+        return ranked_dict(self, top)
 
 
 # --------------------------------------------------------------------------- one replica
