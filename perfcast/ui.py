@@ -220,6 +220,7 @@ class Result:
 
     status: str
     table: str = ""
+    notes: str = ""
     memory: str = ""
     decisions: str = ""
     ranking_png: bytes | None = None
@@ -269,17 +270,30 @@ def run_request(req: Request, *, max_upload_mb: float = MAX_UPLOAD_MB,
 _SERIAL = itertools.count(1)
 
 
-def _message(text: str, *, error: bool = False, notes: list[str] | None = None) -> str:
-    """The status box: ``text`` (an error in red), the notes folded below; ``data-serial``
-    numbers the answers of this server (a page can tell a new answer from the last one)."""
+def _message(text: str, *, error: bool = False) -> str:
+    """The status box: ``text`` (an error in red); ``data-serial`` numbers the answers of this
+    server (a page can tell a new answer from the last one)."""
     e = html.escape
     cls = "pc-error" if error else "pc-ok"
-    out = (f'<div class="{cls}" data-serial="{next(_SERIAL)}">{"Error: " if error else ""}'
-           f"{e(text)}</div>")
-    if notes:
-        out += ("<details><summary>notes</summary><ul>"
-                + "".join(f"<li>{e(n)}</li>" for n in dict.fromkeys(notes)) + "</ul></details>")
-    return out
+    return (f'<div class="{cls}" data-serial="{next(_SERIAL)}">{"Error: " if error else ""}'
+            f"{e(text)}</div>")
+
+
+def notes_box(notes: list, preds: list[dict[str, Any]] | None = None) -> str:
+    """The notes of an answer grouped by the quantity they are about, each group collapsible
+    (:func:`perfcast.report.note_groups`); a note is ``(device, text)`` or a plain string, and
+    each prediction adds where its intervals were calibrated."""
+    from perfcast.report import note_groups, notes_html
+
+    pairs = [n if isinstance(n, tuple) else (None, str(n)) for n in notes]
+    intervals = {d["device"]: d.get("intervals") or {} for d in preds or []}
+    groups = note_groups(pairs, intervals)
+    if not groups:
+        return ""
+    n = sum(len(lines) for _, lines in groups)
+    return (f'<div id="pc-notes"><p class="pc-notes-title">Notes ({n}) — how each value was '
+            f"made and what to keep in mind; open a group to read it</p>"
+            + notes_html(groups) + "</div>")
 
 
 def _run(req: Request, tmp: Path, limit_mb: float, progress) -> Result:
@@ -297,7 +311,7 @@ def _run(req: Request, tmp: Path, limit_mb: float, progress) -> Result:
     if req.model_file:
         spec, label = model_from_upload(req.model_file, tmp, limit_mb)
         if (req.model or "").strip() not in ("", "resnet50"):
-            notes.append(f"the uploaded {label} is used, not the model box")
+            notes.append((None, f"the uploaded {label} is used, not the model box"))
     else:
         spec = model_from_text(req.model)
         label = spec
@@ -311,7 +325,7 @@ def _run(req: Request, tmp: Path, limit_mb: float, progress) -> Result:
         dev, note = device_from_upload(req.device_file, tmp, limit_mb)
         devices.append(dev)
         if note:
-            notes.append(note)
+            notes.append((None, note))
     if not devices:
         raise UIError("choose at least one device (or upload a device spec)")
     if len(devices) > MAX_DEVICES:
@@ -384,7 +398,7 @@ def _run_predict(req: Request, spec: str, label: str, devices: list, iterations:
                    prediction=preds[0].to_dict(), **peaks(first, works[0].precision), **ops)
         roofline_png = chart_pngs(r)["roofline"]
     except PerfcastError as exc:
-        notes.append(f"roofline chart: {exc}")
+        notes.append((None, f"roofline chart: {exc}"))
     dicts = []
     for p in preds:
         d = p.to_dict()
@@ -392,10 +406,10 @@ def _run_predict(req: Request, spec: str, label: str, devices: list, iterations:
             d["model"] = label
         dicts.append(d)
     for p in preds:
-        notes.extend(f"{p.device}: {n}" for n in p.notes)
+        notes.extend((p.device, n) for n in p.notes)
     status = (f"{label} — {works[0].mode}, batch {works[0].batch_size:,} on "
               f"{', '.join(d.key for d in devices)}")
-    return Result(status=_message(status, notes=notes + ops_notes),
+    return Result(status=_message(status), notes=notes_box(notes + ops_notes, dicts),
                   table=prediction_table(dicts), memory=memory_table(devices, mems),
                   decisions=decisions_table(devices, decs),
                   ranking_png=ranking_png(label, works[0], dicts, decs, req.objective,
@@ -425,24 +439,26 @@ def _run_generation(req: Request, spec: str, label: str, devices: list, iteratio
         d = p.to_dict()
         d["model"] = label
         dicts.append(d)
-        notes.extend(f"{dev.key}: {x}" for x in p.notes)
+        notes.extend((dev.key, x) for x in p.notes)
         dec: dict[str, Any] = {"fit": None, "mig": None, "cost": None}
         try:
             b, _ = max_generation_batch(g, dev)
             dec["fit"] = {"max_batch_size": b}
         except PerfcastError as exc:
-            notes.append(f"{dev.key}: largest batch: {exc}")
+            notes.append((dev.key, f"largest batch: {exc}"))
         try:
             dec["cost"] = estimate_generation_cost(
                 g, device=dev.key, requests=iterations * g.batch_size, region=region).to_dict()
         except PerfcastError as exc:
-            notes.append(f"{dev.key}: cost: {exc}")
+            notes.append((dev.key, f"cost: {exc}"))
         decs.append(dec)
-    notes.append("generate: no roofline chart (it covers infer and train) and no MIG advice")
+    notes.append((None, "generate: no roofline chart (it covers infer and train) and no MIG "
+                        "advice"))
     mems = [{"memory_breakdown_mb": d.get("memory_breakdown_mb")} for d in dicts]
     status = (f"{label} — generate, batch {g.batch_size:,}, {g.input_len:,} → "
               f"{g.output_len:,} tokens on {', '.join(d.key for d in devices)}")
-    return Result(status=_message(status, notes=notes), table=prediction_table(dicts),
+    return Result(status=_message(status), notes=notes_box(notes, dicts),
+                  table=prediction_table(dicts),
                   memory=memory_table(devices, mems), decisions=decisions_table(devices, decs),
                   ranking_png=ranking_png(label, None, dicts, decs, req.objective, iterations),
                   predictions=dicts)
@@ -450,15 +466,17 @@ def _run_generation(req: Request, spec: str, label: str, devices: list, iteratio
 
 # ------------------------------------------------------------------------------ rendering
 def prediction_table(preds: list[dict[str, Any]]) -> str:
-    """Quantities × devices: every key of the predictions (:func:`perfcast.report.
-    prediction_rows`), the interval under the value where one exists, the source beside it.
-    Each value cell carries ``data-device``, ``data-key`` and ``data-value`` (the exact
-    number)."""
+    """Quantities × devices, as people read them (:func:`perfcast.report.prediction_rows`):
+    every key of the predictions with its unit, the interval beside the value ("16.4 ms
+    (11.5–20.9 ms, 90 %)"), the predictor under it, and the out-of-distribution verdict as a
+    sentence. Each value cell carries ``data-device``, ``data-key`` and ``data-value`` (the
+    exact number)."""
     from perfcast.report import fmt, prediction_rows
 
     e = html.escape
     rows_by_dev = [{r["quantity"]: r for r in prediction_rows(d)} for d in preds]
     keys = list(dict.fromkeys(k for rows in rows_by_dev for k in rows))
+    labels = {k: r["label"] for rows in rows_by_dev for k, r in rows.items()}
     head = "".join(f"<th>{e(d['device'])}<br><small>{e(str(d.get('precision')))}, batch "
                    f"{e(fmt(d.get('batch_size')))}</small></th>" for d in preds)
     body = []
@@ -473,21 +491,22 @@ def prediction_table(preds: list[dict[str, Any]]) -> str:
             raw = repr(v) if isinstance(v, (int, float, bool)) or v is None else str(v)
             extra = ""
             if r["interval"]:
-                extra += f'<br><small class="pc-interval">{e(r["interval"])}</small>'
+                extra += f' <span class="pc-interval">({e(r["interval"])})</span>'
             if r["source"]:
                 extra += f'<br><small class="pc-source">{e(r["source"])}</small>'
+            cls = "pc-value pc-sentence" if k == "ood" else "pc-value"
             cells.append(f'<td data-device="{e(d["device"])}" data-key="{e(k)}" '
-                         f'data-value="{e(raw)}"><span class="pc-value">{e(fmt(v))}</span>'
+                         f'data-value="{e(raw)}"><span class="{cls}">{e(r["text"])}</span>'
                          f"{extra}</td>")
-        body.append(f"<tr><th>{e(k)}</th>{''.join(cells)}</tr>")
-    return (f'<table id="pc-table" class="pc-table"><thead><tr><th>quantity</th>{head}</tr>'
-            f"</thead><tbody>{''.join(body)}</tbody></table>")
+        body.append(f'<tr><th scope="row">{e(labels[k])}</th>{"".join(cells)}</tr>')
+    return (f'<div class="pc-scroll"><table id="pc-table" class="pc-table"><thead><tr>'
+            f"<th>quantity</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
 def memory_table(devices: list, mems: list[dict[str, Any] | None]) -> str:
     """Memory breakdown per device (MiB): parameters, gradients, optimizer state, activations
     at the peak, inputs and buffers, runtime overhead and other, predicted total."""
-    from perfcast.report import fmt
+    from perfcast.report import with_unit
 
     e = html.escape
     parts = (("parameters", "param_mb"), ("gradients", "grad_mb"),
@@ -506,34 +525,55 @@ def memory_table(devices: list, mems: list[dict[str, Any] | None]) -> str:
         vals = [m.get(key) if m else None for m in mems]
         if all(v is None for v in vals):
             continue
-        rows.append(f"<tr><th>{e(label)}</th>"
-                    + "".join(f"<td>{e(fmt(v))}</td>" for v in vals) + "</tr>")
+        rows.append(f"<tr><th>{e(label.replace('_', ' '))}</th>"
+                    + "".join(f"<td>{e(with_unit(v, 'MiB'))}</td>" for v in vals) + "</tr>")
     if not rows:
         return "<p>No memory breakdown (no tensor simulation for this model).</p>"
     head = "".join(f"<th>{e(d.key)}</th>" for d in devices)
-    return (f'<table id="pc-memory" class="pc-table"><thead><tr><th>MiB</th>{head}</tr>'
-            f"</thead><tbody>{''.join(rows)}</tbody></table>")
+    return (f'<div class="pc-scroll"><table id="pc-memory" class="pc-table"><thead><tr>'
+            f"<th>memory</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def decisions_table(devices: list, decs: list[dict[str, Any]]) -> str:
     """Per device: largest batch that fits, MIG profile, job hours, USD, kWh, kg CO2e."""
-    from perfcast.report import fmt
+    from perfcast.report import with_unit
 
     e = html.escape
-    lines = [("largest batch that fits", lambda d: (d.get("fit") or {}).get("max_batch_size")),
-             ("MIG profile", lambda d: ((d.get("mig") or {}).get("profile") or "none fits")
+    cost = lambda d, k: (d.get("cost") or {}).get(k)  # noqa: E731
+    lines = [("largest batch that fits", "samples",
+              lambda d: (d.get("fit") or {}).get("max_batch_size")),
+             ("MIG profile", None, lambda d: ((d.get("mig") or {}).get("profile") or "none fits")
               if d.get("mig") else None),
-             ("job: batches", lambda d: (d.get("cost") or {}).get("iterations")),
-             ("job: hours", lambda d: (d.get("cost") or {}).get("hours")),
-             ("job: USD", lambda d: (d.get("cost") or {}).get("usd")),
-             ("job: kWh", lambda d: (d.get("cost") or {}).get("energy_kwh")),
-             ("job: kg CO2e", lambda d: (d.get("cost") or {}).get("kg_co2e"))]
+             ("job: length", "batches", lambda d: cost(d, "iterations")),
+             ("job: time", "duration", lambda d: cost(d, "hours")),
+             ("job: price", "USD", lambda d: cost(d, "usd")),
+             ("job: energy", "kWh", lambda d: cost(d, "energy_kwh")),
+             ("job: emissions", "kg CO2e", lambda d: cost(d, "kg_co2e"))]
     head = "".join(f"<th>{e(d.key)}</th>" for d in devices)
+    def text(v, unit):
+        return _duration(v) if unit == "duration" else with_unit(v, unit)
+
     body = "".join(f"<tr><th>{e(label)}</th>"
-                   + "".join(f"<td>{e(fmt(get(d)))}</td>" for d in decs) + "</tr>"
-                   for label, get in lines)
-    return (f'<table id="pc-decisions" class="pc-table"><thead><tr><th>decision</th>{head}'
-            f"</tr></thead><tbody>{body}</tbody></table>")
+                   + "".join(f"<td>{e(text(get(d), unit))}</td>" for d in decs) + "</tr>"
+                   for label, unit, get in lines)
+    return (f'<div class="pc-scroll"><table id="pc-decisions" class="pc-table"><thead><tr>'
+            f"<th>decision</th>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+def _duration(hours: Any) -> str:
+    """Hours as people say them: ``16.4 s``, ``12.5 min``, ``3.20 h``, ``4.1 days``."""
+    from perfcast.report import fmt
+
+    if not isinstance(hours, (int, float)) or isinstance(hours, bool):
+        return fmt(hours)
+    s = hours * 3600
+    if s < 60:
+        return f"{fmt(s, 3)} s"
+    if s < 3600:
+        return f"{fmt(s / 60, 3)} min"
+    if hours < 48:
+        return f"{fmt(hours, 3)} h"
+    return f"{fmt(hours / 24, 3)} days"
 
 
 def ranking_png(label: str, w, preds: list[dict[str, Any]], decs: list[dict[str, Any]],
@@ -579,11 +619,20 @@ def ranking_png(label: str, w, preds: list[dict[str, Any]], decs: list[dict[str,
 
 # ------------------------------------------------------------------------------ Gradio
 _CSS = """
-.pc-table{border-collapse:collapse;font-size:.9em}
-.pc-table th,.pc-table td{border:1px solid #ccc;padding:3px 8px;text-align:left;
-vertical-align:top}.pc-table small{color:#666}
+.pc-scroll{max-width:100%;overflow-x:auto}
+.pc-table{border-collapse:collapse;font-size:.9em;width:100%}
+.pc-table th,.pc-table td{border:1px solid #ccc;padding:4px 8px;text-align:left;
+vertical-align:top;overflow-wrap:break-word}.pc-table small{color:#666}
+.pc-table tbody th{font-weight:600;min-width:6.5em;hyphens:auto}
+.pc-value{font-variant-numeric:tabular-nums;font-weight:600}.pc-sentence{font-weight:normal}
+.pc-interval{color:#555;white-space:nowrap}
 .pc-error{background:#fde8e8;border:1px solid #e02424;color:#9b1c1c;padding:.6em;
 border-radius:4px}.pc-ok{background:#eef6ee;border:1px solid #8c8;padding:.6em;border-radius:4px}
+#pc-notes details{border:1px solid #ddd;border-radius:4px;margin:.3em 0;padding:.2em .6em}
+#pc-notes summary{cursor:pointer;font-weight:600}#pc-notes li{font-size:.9em;margin:.2em 0}
+.pc-notes-title{margin:.6em 0 .2em;color:#444}
+@media (max-width:600px){.pc-table{font-size:.82em}.pc-table th,.pc-table td{padding:3px 4px}
+.pc-table tbody th{min-width:5.5em}.pc-interval{white-space:normal}}
 """
 
 
@@ -623,16 +672,16 @@ def build_app(max_upload_mb: float = MAX_UPLOAD_MB):
                     precision = gr.Dropdown(list(PRECISION_CHOICES), value="auto",
                                             label="precision", elem_id="pc-precision")
                 with gr.Row():
-                    batch = gr.Number(label="batch size (0 = default)", value=None, precision=0,
+                    batch = gr.Number(label="batch size, samples (0 = default)", value=None, precision=0,
                                       elem_id="pc-batch")
                     input_size = gr.Textbox(label="input size C,H,W (vision)",
                                             elem_id="pc-input-size")
-                    seq_len = gr.Number(label="sequence length (text; 0 = default)", value=None,
+                    seq_len = gr.Number(label="sequence length, tokens (text; 0 = default)", value=None,
                                         precision=0, elem_id="pc-seq-len")
                 with gr.Row():
-                    input_len = gr.Number(label="input length (generate)", value=None,
+                    input_len = gr.Number(label="input length, tokens (generate)", value=None,
                                           precision=0, elem_id="pc-input-len")
-                    output_len = gr.Number(label="output length (generate)", value=None,
+                    output_len = gr.Number(label="output length, tokens (generate)", value=None,
                                            precision=0, elem_id="pc-output-len")
             with gr.Column():
                 devices = gr.Dropdown(keys, value=["a100-40gb", "rtx4090"] if
@@ -642,7 +691,7 @@ def build_app(max_upload_mb: float = MAX_UPLOAD_MB):
                 device_file = gr.File(label="…and/or upload a device spec (.json)",
                                       file_types=[".json"], elem_id="pc-device-file")
                 with gr.Row():
-                    iterations = gr.Number(label="job: batches (cost, CO2e)", value=1000,
+                    iterations = gr.Number(label="job length, batches (cost, CO2e)", value=1000,
                                            precision=0, elem_id="pc-iterations")
                     region = gr.Textbox(label="grid region (CO2e; default world)",
                                         elem_id="pc-region")
@@ -651,14 +700,20 @@ def build_app(max_upload_mb: float = MAX_UPLOAD_MB):
                 go = gr.Button("Predict", variant="primary", elem_id="pc-go")
         status = gr.HTML(elem_id="pc-status")
         table = gr.HTML(elem_id="pc-table-box")
+        notes = gr.HTML(elem_id="pc-notes-box")
+        # (columns with a minimum width: on a phone they stack instead of squeezing)
         with gr.Row():
-            ranking = gr.Image(label="devices ranked", type="pil", elem_id="pc-ranking",
-                               interactive=False)
-            roofline = gr.Image(label="roofline of the first device", type="pil",
-                                elem_id="pc-roofline", interactive=False)
+            with gr.Column(min_width=340):
+                ranking = gr.Image(label="devices ranked", type="pil", elem_id="pc-ranking",
+                                   interactive=False)
+            with gr.Column(min_width=340):
+                roofline = gr.Image(label="roofline of the first device", type="pil",
+                                    elem_id="pc-roofline", interactive=False)
         with gr.Row():
-            memory = gr.HTML(elem_id="pc-memory-box")
-            decisions = gr.HTML(elem_id="pc-decisions-box")
+            with gr.Column(min_width=340):
+                memory = gr.HTML(elem_id="pc-memory-box")
+            with gr.Column(min_width=340):
+                decisions = gr.HTML(elem_id="pc-decisions-box")
 
         def img(png: bytes | None):
             return Image.open(io.BytesIO(png)) if png else None
@@ -673,12 +728,13 @@ def build_app(max_upload_mb: float = MAX_UPLOAD_MB):
                 devices=list(devices_v or []), device_file=device_file_v,
                 iterations=iterations_v, region=region_v, objective=objective_v),
                 max_upload_mb=max_upload_mb, progress=lambda f, t: progress(f, desc=t))
-            return (r.status, r.table, img(r.ranking_png), img(r.roofline_png), r.memory,
-                    r.decisions, None, None)
+            return (r.status, r.table, r.notes, img(r.ranking_png), img(r.roofline_png),
+                    r.memory, r.decisions, None, None)
 
         go.click(submit, [model, model_file, batch, input_size, seq_len, input_len, output_len,
                           mode, precision, devices, device_file, iterations, region, objective],
-                 [status, table, ranking, roofline, memory, decisions, model_file, device_file],
+                 [status, table, notes, ranking, roofline, memory, decisions, model_file,
+                  device_file],
                  concurrency_limit=1, api_name="predict")
     demo.queue(default_concurrency_limit=1, max_size=32)
     demo.perfcast_css = _CSS

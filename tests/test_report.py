@@ -82,7 +82,8 @@ def test_prediction_rows_show_every_key_with_intervals():
          "energy_j": None, "some_new_key": 7, "predictor": {"time_ms": "xgboost"}, "notes": []}
     rows = {r["quantity"]: r for r in prediction_rows(d)}
     assert set(rows) == {"time_ms", "energy_j", "some_new_key"}
-    assert rows["time_ms"]["interval"] == "1.500 – 3.000"
+    assert rows["time_ms"]["interval"] == "1.50–3.00 ms"
+    assert rows["time_ms"]["text"] == "2.000 ms" and rows["time_ms"]["label"] == "time per batch"
     assert rows["time_ms"]["source"] == "xgboost"
     assert rows["energy_j"]["interval"] is None and fmt(None) == "—"
     assert fmt(1234.5678) == "1,235" and fmt(0.012345) == "0.01235" and fmt(True) == "yes"
@@ -101,7 +102,7 @@ def test_report_cli(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--out", "r.txt"], "must end in .html"),
     (["--out", "/nonexistent-dir/r.html"], "does not exist"),
-    (["--mode", "generate"], "covers --mode infer and train"),
+    (["--mode", "generate"], "takes --mode infer or train"),
     (["--iterations", "0"], "iterations must be a positive integer"),
 ])
 def test_report_cli_refuses_bad_input(args, message, capsys, tmp_path, monkeypatch):

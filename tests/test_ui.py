@@ -162,10 +162,52 @@ def test_prediction_table_is_generic():
               "time_ms": 0.5, "future_key": 3.0, "predictor": {}, "notes": []}]
     t = prediction_table(preds)
     assert 'data-device="gpu-a" data-key="time_ms" data-value="1.25"' in t
-    assert "1.000 – 1.500" in t and "xgboost" in t
+    assert "1.250 ms" in t and "(1.00–1.50 ms)" in t and "xgboost" in t
     assert 'data-key="time_ms_low"' not in t  # shown as the interval, not a row
-    for key in ("fits", "energy_j", "ood", "future_key"):
-        assert f"<th>{key}</th>" in t
+    for label in ("fits in memory", "energy per batch", "how unusual is the request",
+                  "future key"):
+        assert f'<th scope="row">{label}</th>' in t, label
+
+
+def test_prediction_table_speaks_human():
+    """Intervals as "16.4 ms (11.5–20.9 ms, 90 %)", the OOD verdict as one sentence with its
+    reason, units on every number — never the raw dicts."""
+    pred = {"model": "m", "device": "a100-40gb", "precision": "fp32", "batch_size": 64,
+            "time_ms": 16.408, "time_ms_low": 11.52, "time_ms_high": 20.92, "memory_mb": 2536.6,
+            "memory_mb_low": 771.4, "memory_mb_high": 3315.4, "energy_j": 5.25, "power_w": 320.0,
+            "fits": True, "coverage": 0.9,
+            "intervals": {"time_ms": {"coverage": 0.9, "low": 11.52, "high": 20.92, "bucket": 0,
+                                      "buckets": 3, "calibrated_on": "held-out GPUs"}},
+            "ood": {"score": 0.0, "reasons": ["time_ms: a100-40gb not among the trained GPUs"],
+                    "threshold": 1.634, "flagged": False},
+            "predictor": {"time_ms": "crossdevice", "energy_j": "power-model × time_ms"},
+            "notes": ["time_ms: priced kernel by kernel", "memory_mb: simulated"]}
+    t = prediction_table([pred])
+    assert "16.41 ms" in t and "(11.5–20.9 ms, 90 %)" in t
+    assert "2,537 MiB" in t and "5.250 J" in t and "320.0 W" in t
+    assert "power-model × time per batch" in t
+    assert ("Close to the training data (distance 0.00, flagged from 1.63); time per batch: "
+            "a100-40gb not among the trained GPUs.") in t
+    for raw in ("coverage:", "bucket:", "calibration_records", "{", "time_ms:"):
+        assert raw not in t, raw
+    flagged = {**pred, "ood": {"score": 2.5, "reasons": ["time_ms: op classes never trained "
+                                                          "on: fft"], "threshold": 1.6,
+                               "flagged": True}}
+    assert ("Far from the training data (distance 2.50, at or above 1.60) — expect a larger "
+            "error: time per batch: op classes never trained on: fft.") in prediction_table(
+                [flagged])
+
+
+def test_notes_are_grouped_and_collapsible():
+    from perfcast.ui import notes_box
+
+    pred = {"device": "a100-40gb", "intervals": {"time_ms": {"calibrated_on": "held-out GPUs"}}}
+    box = notes_box([("a100-40gb", "time_ms: priced kernel by kernel"),
+                     ("a100-40gb", "memory_mb: simulated"), "a general note"], [pred])
+    assert box.count("<details") == 4  # time, memory, interval calibration, other
+    assert "<summary>time per batch — 1 note</summary>" in box
+    assert "a100-40gb: priced kernel by kernel" in box and "time_ms:" not in box
+    assert "time per batch interval calibrated on held-out GPUs" in box
 
 
 def test_two_requests_at_once_are_queued(tmp_path):

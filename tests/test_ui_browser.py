@@ -2,9 +2,16 @@
 port), driven by headless Chromium — Debian's ``chromium`` package through Playwright's Python
 package, which downloads no browser here: it is pointed at the system's executable.
 
+The page is looked at as a person would, at a desktop's width and at a phone's: the numbers
+are ``perfcast predict --json``'s written with their units, the intervals read "16.4 ms
+(11.5–20.9 ms, 90 %)", the out-of-distribution verdict is a sentence, the notes are grouped
+and folded, no result cell shows raw dictionary text (``coverage:``, ``bucket:``) and at a
+phone's width nothing needs sideways scrolling of the page.
+
 Skipped, with the reason, where Chromium, Playwright or Gradio is missing; with
 ``PERFCAST_REQUIRE_BROWSER=1`` (CI, ``.ci/run``) it fails instead. ``PERFCAST_UPDATE_SCREENSHOT=1``
-also writes the screenshot the README shows (``docs/ui-screenshot.png``).
+also writes the screenshots the documentation shows (``docs/ui-screenshot.png``,
+``docs/ui-screenshot-phone.png``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,11 @@ pytestmark = pytest.mark.slow  # the browser (tests/conftest.py: tiers)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "docs" / "ui-screenshot.png"
+SCREENSHOT_PHONE = ROOT / "docs" / "ui-screenshot-phone.png"
+DESKTOP = {"width": 1400, "height": 1100}
+PHONE = {"width": 390, "height": 844}  # a phone's CSS pixels
+#: Raw key/value text that must never reach a result cell.
+RAW = ("coverage:", "bucket:", "calibration_records", "time_ms:", "'low'", "{'")
 UPLOAD_LIMIT_MB = 1
 
 
@@ -120,7 +132,7 @@ def page():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=_chromium(), headless=True,
                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-        pg = browser.new_page(viewport={"width": 1400, "height": 1100})
+        pg = browser.new_page(viewport=DESKTOP)
         pg.set_default_timeout(60_000)
         try:
             yield pg
@@ -176,8 +188,27 @@ def _set_text(pg, elem_id: str, value: str) -> None:
     field.fill(value)
 
 
+def _result_cells(pg) -> list[str]:
+    """The text of every cell of the result tables."""
+    return pg.eval_on_selector_all(
+        "#pc-table td, #pc-table th, #pc-memory td, #pc-decisions td, #pc-notes li",
+        "els => els.map(e => e.innerText)")
+
+
+def _check_human(pg, where: str) -> None:
+    cells = _result_cells(pg)
+    assert len(cells) > 20, where
+    raw = [c for c in cells if any(r in c for r in RAW)]
+    assert not raw, (where, raw)
+
+
+def _no_sideways_scroll(pg) -> None:
+    width = pg.evaluate("document.documentElement.scrollWidth")
+    assert width <= pg.viewport_size["width"] + 1, width
+
+
 def test_ui_in_chromium(server, page, tmp_path):
-    from perfcast.report import fmt
+    from perfcast.report import prediction_rows
 
     url, proc = server
     pg = page
@@ -208,34 +239,72 @@ def test_ui_in_chromium(server, page, tmp_path):
                              capture_output=True, text=True, timeout=300)
         assert cli.returncode == 0, cli.stderr
         want = json.loads(cli.stdout)
+        rows = {r["quantity"]: r for r in prediction_rows(want)}
         checked = 0
         for key, value in want.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             cell = pg.locator(f'#pc-table td[data-device="{dev}"][data-key="{key}"]')
-            if key in ("batch_size", "seq_len") or key.endswith(("_low", "_high")):
-                continue  # the request, or shown as an interval beside its quantity
+            if key in ("batch_size", "seq_len", "coverage") or key.endswith(("_low", "_high")):
+                continue  # the request, or shown in the interval beside its quantity
             assert cell.count() == 1, (dev, key)
             # equal to 1e-9: the simulation cache keeps peaks to 1e-6 MiB, so a process that
             # read it back and one that simulated differ in the 10th digit of memory_mb
             assert float(cell.get_attribute("data-value")) == pytest.approx(value, rel=1e-9), \
                 (dev, key)
-            assert cell.locator(".pc-value").inner_text() == fmt(value), (dev, key)
-            checked += 1
+            if key in rows:  # the value with its unit, the interval beside it
+                assert cell.locator(".pc-value").inner_text() == rows[key]["text"], (dev, key)
+                if rows[key]["interval"]:
+                    assert cell.locator(".pc-interval").inner_text() == \
+                        f"({rows[key]['interval']})", (dev, key)
+                checked += 1
         assert checked >= 4, want
+        time_cell = pg.locator(f'#pc-table td[data-device="{dev}"][data-key="time_ms"]')
+        assert re.fullmatch(r"[\d,.]+ ms \([\d,.]+–[\d,.]+ ms, 90 %\)",
+                            time_cell.locator(".pc-value").inner_text() + " "
+                            + time_cell.locator(".pc-interval").inner_text()), \
+            time_cell.inner_text()
+        verdict = pg.locator(f'#pc-table td[data-device="{dev}"][data-key="ood"]').inner_text()
+        assert re.match(r"(Close to|Far from) the training data \(distance [\d.]+", verdict) \
+            and verdict.count(".") >= 1 and "\n" not in verdict.strip(), verdict
         src = want["predictor"]["time_ms"]
         assert src in pg.locator(f'#pc-table td[data-device="{dev}"][data-key="time_ms"]'
                                  ).inner_text()
     assert pg.locator("#pc-memory tr").count() >= 4
+    assert " MiB" in pg.inner_text("#pc-memory")
     assert "largest batch that fits" in pg.inner_text("#pc-decisions")
     assert pg.locator("#pc-ranking img").count() == 1
     assert pg.locator("#pc-roofline img").count() == 1
+    # the notes: grouped by quantity, folded until opened
+    groups = pg.locator("#pc-notes details")
+    assert groups.count() >= 3
+    assert pg.eval_on_selector_all("#pc-notes details", "els => els.filter(e => e.open).length") == 0
+    first = pg.locator("#pc-notes summary").first
+    assert re.search(r"— \d+ notes?$", first.inner_text()), first.inner_text()
+    assert not pg.locator("#pc-notes li").first.is_visible()
+    first.click()
+    assert pg.locator("#pc-notes details").first.locator("li").first.is_visible()
+    first.click()
+    _check_human(pg, "desktop")
     shot = tmp_path / "ui.png"
     pg.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 20_000
+
+    # a phone's width: the same answer, readable without sideways scrolling of the page
+    pg.set_viewport_size(PHONE)
+    pg.wait_for_timeout(500)
+    _no_sideways_scroll(pg)
+    _check_human(pg, "phone")
+    box = pg.locator("#pc-table").bounding_box()
+    assert box is not None and box["width"] <= PHONE["width"], box
+    phone = tmp_path / "ui-phone.png"
+    pg.screenshot(path=str(phone), full_page=True)
+    assert phone.stat().st_size > 20_000
+    pg.set_viewport_size(DESKTOP)
     if os.environ.get("PERFCAST_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copyfile(shot, SCREENSHOT)
+        shutil.copyfile(phone, SCREENSHOT_PHONE)
 
     # a file that is not ONNX, renamed .onnx: a clear message
     bad = tmp_path / "notes.onnx"
