@@ -488,11 +488,12 @@ class CrossDevicePredictor(Predictor):
         devs = {k: _device(k) for k in rows["device"].astype(str).unique()}
         for key, d in devs.items():
             sel = (rows["device"].astype(str) == key).to_numpy()
-            if not d.tdp_w:
+            tdp = d.tdp_w or getattr(self, "tdp_floor_w_", None)
+            if not tdp:
                 raise PerfcastError(f"crossdevice: device {key} needs tdp_w in its spec — add "
                                     f"\"tdp_w\": <the datasheet's board power in W> (it sets "
                                     f"the clocks a GPU sustains)")
-            X[sel, col["log_tdp_w"]] = math.log(float(d.tdp_w))
+            X[sel, col["log_tdp_w"]] = math.log(float(tdp))
             X[sel, col["vendor=amd"]] = str(d.vendor or "").strip().lower() == "amd"
         return X
 
@@ -512,7 +513,11 @@ class CrossDevicePredictor(Predictor):
         comp = [comp[i] for i in ok]
         y = y[ok]
         w = self._weights(sub.rows)
+        self.tdp_floor_w_ = None
         X = self.features(sub, comp)
+        # a spec without a board power is answered at the lowest the training GPUs had (the
+        # slowest sustained clocks the correction knows: an upper estimate, said in notes)
+        self.tdp_floor_w_ = float(np.exp(X[:, CORRECTION_FEATURES.index("log_tdp_w")].min()))
         pos, suffix, starts = self._stack(comp)
         mode = sub.rows["mode"].astype(str).to_numpy()
         # the dispatch time per kernel of each mode: the candidate whose scale targets a
@@ -644,15 +649,21 @@ class CrossDevicePredictor(Predictor):
         return np.array([[c["roofline_ms"], c["upper_ms"]] if c is not None
                          else [np.nan, np.nan] for c in comp])
 
-    @staticmethod
-    def device_notes(key: str) -> list[str]:
-        """What was derived for device ``key`` (:func:`perfcast.devices.derive.complete`)."""
+    def device_notes(self, key: str) -> list[str]:
+        """What was derived for device ``key`` (:func:`perfcast.devices.derive.complete`) or
+        assumed (no board power: the lowest the training GPUs had)."""
         from perfcast.devices import get_device
         from perfcast.devices.derive import complete
 
         dev = get_device(key)
-        return [d.note(dev.key) for d in complete(dev)[1]
-                if d.field in ("peak_tf32_tflops", "peak_bf16_tflops")]
+        out = [d.note(dev.key) for d in complete(dev)[1]
+               if d.field in ("peak_tf32_tflops", "peak_bf16_tflops")]
+        if not dev.tdp_w and getattr(self, "tdp_floor_w_", None):
+            out.append(f"device {dev.key}: no tdp_w in its spec — answered as a "
+                       f"{self.tdp_floor_w_:g} W board (the lowest power of the GPUs the "
+                       f"correction learned from: the slowest sustained clocks, an upper "
+                       f"estimate); give tdp_w for a sharper answer")
+        return out
 
     # ----------------------------------------------------------------------------- state
     def _state(self):
@@ -667,6 +678,7 @@ class CrossDevicePredictor(Predictor):
             tensors["residual"] = np.frombuffer(bytes(self.residual_.save_raw("json")),
                                                 dtype=np.uint8).copy()
         return tensors, {"intercept": float(self.intercept_), "host_ms": self.host_ms_,
+                         "tdp_floor_w": getattr(self, "tdp_floor_w_", None),
                          "kernels": km.config(), "features": list(CORRECTION_FEATURES)}
 
     def _set_state(self, tensors, state) -> None:
@@ -680,6 +692,7 @@ class CrossDevicePredictor(Predictor):
                     for key, raw in tensors.items() if key.startswith("kernels.")}
         self.kernel_model_ = KernelModel.from_config(state["kernels"], boosters)
         self.host_ms_ = {k: float(v) for k, v in state["host_ms"].items()}
+        self.tdp_floor_w_ = state.get("tdp_floor_w")
         self.x_mean_ = tensors["x_mean"].numpy()
         self.x_std_ = tensors["x_std"].numpy()
         self.coef_ = tensors["coef"].numpy()
