@@ -104,7 +104,7 @@ def _model_kwargs(input_size: str | None, seq_len: int | None, optimizer: str,
     "perfcast predict timm:resnet50 --device my-gpu.json --mode train --batch-size 64 --json",
     "perfcast predict hf:meta-llama/Llama-2-7b-hf --mode generate --device h100-sxm "
     "--input-len 512 --output-len 256 --batch-size 16",
-    "perfcast predict hf:gpt2-xl --mode train --device a100-80gb --batch-size 64 --seq-len 1024 "
+    "perfcast predict hf:gpt2-large --mode train --device a100-80gb --batch-size 64 --seq-len 1024 "
     "--data-parallel 4 --tensor-parallel 2"))
 def predict(
     model: Model,
@@ -683,7 +683,7 @@ def rank(
 
 
 @app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
-    "perfcast plan hf:gpt2-xl --gpus 8 --device a100-80gb --precision amp --batch-size 64 "
+    "perfcast plan hf:gpt2-large --gpus 8 --device a100-80gb --precision amp --batch-size 64 "
     "--seq-len 1024 --top 5",
     "perfcast plan hf:meta-llama/Llama-2-7b-hf --mode generate --device h100-sxm --rate 5 "
     "--input-len 512 --output-len 256 --slo-ttft 500 --slo-tpot 50"))
