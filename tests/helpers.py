@@ -54,3 +54,35 @@ def cnn_graph(batch: str | int = "N") -> onnx.GraphProto:
         [helper.make_tensor_value_info("y", F32, [batch, 10])],
         [init_tensor("w", (4, 3, 3, 3)), init_tensor("b", (4,)), init_tensor("fc_w", (10, 4)),
          init_tensor("fc_b", (10,))])
+
+
+def shown_commands(text: str) -> list[str]:
+    """The ``perfcast …`` commands a page shows: lines ``$ perfcast …`` of its console blocks
+    (an environment assignment before ``perfcast`` dropped)."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^\$ (?:[A-Z_]+=\S+ )*(perfcast .*)$", line.strip())
+        if m:
+            out.append(m.group(1).strip())
+    return out
+
+
+def parse_command(line: str) -> None:
+    """Parse one ``perfcast …`` command line against the command line's own definition (the
+    options, their types, the required ones) without running it; raises what click raises."""
+    import shlex
+
+    import typer.main
+
+    from perfcast.cli import _fill_optional_values, app
+
+    argv = _fill_optional_values(shlex.split(line))
+    assert argv[0] == "perfcast", line
+    cmd, i = typer.main.get_command(app), 1
+    while i < len(argv) and argv[i] in (getattr(cmd, "commands", None) or {}):
+        cmd, i = cmd.commands[argv[i]], i + 1
+    assert i > 1, f"no such command: {line}"
+    ctx = cmd.make_context(" ".join(argv[:i]), list(argv[i:]), resilient_parsing=False)
+    ctx.close()

@@ -249,16 +249,17 @@ def test_load_test_short(tmp_path):
 
 
 @pytest.mark.slow  # fit searches ~16 batch sizes (a simulation each) for ResNet-50
-def test_readme_client_example_runs(capsys):
-    """The README's Python client, as written, against a server started as the README says."""
-    text = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- readme-serve-example -->\s*```python\n(.*?)```", text, re.S)
-    assert m, "README lost its perfcast serve client example"
+def test_docs_client_example_runs(capsys):
+    """The documentation's Python client (docs/guides/programs.md), as written, against a
+    server started as the page says."""
+    text = (ROOT / "docs" / "guides" / "programs.md").read_text()
+    m = re.search(r"<!-- serve-example -->\s*```python\n(.*?)```", text, re.S)
+    assert m, "docs/guides/programs.md lost its perfcast serve client example"
     proc, url = _start()
     try:
         code = m.group(1).replace('URL = "http://127.0.0.1:8765"', f'URL = "{url}"')
         assert code != m.group(1)
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/guides/programs.md", "exec"), {})
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
