@@ -66,7 +66,7 @@ def load_graph(model: Any, *, batch_size: int | None = None,
                input_size: tuple[int, ...] | str | None = None, seq_len: int | None = None,
                mode: str = "infer", precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
                example_inputs: tuple | None = None, use_cache: bool = True) -> ModelGraph:
-    """Computation graph of ``model``: a spec string (see README), an ``nn.Module`` or a
+    """Computation graph of ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``model.onnx`` …), an ``nn.Module`` or a
     :class:`Workload` — or, with the framework's extra, a Keras model, a ``paddle.nn.Layer``
     or a JAX function (see :meth:`perfcast.workload.ModelSpec.of_object`).
 

@@ -2,7 +2,7 @@
 
 One set of rules for every frontend, so ONNX and PyTorch graphs of the same model agree.
 
-Conventions (documented in the README):
+Conventions (documented in docs/concepts/flow.md):
 
 * MACs are counted only for conv / dense / attention ops and their backward kernels
   (:data:`perfcast.ops.MAC_OPS`), as timm's, TVM's and DIPPM's counters do.

@@ -1,7 +1,7 @@
 """The dependency picture of perfcast's rooms, and the check that no room imports a higher one.
 
     .venv/bin/python scripts/check_layers.py            # check; print violations (exit 1 if any)
-    .venv/bin/python scripts/check_layers.py --mermaid  # also print the picture (README)
+    .venv/bin/python scripts/check_layers.py --mermaid  # also print the picture (docs/architecture.md)
 
 Every import of a ``perfcast`` module — at module level or inside a function — is read from the
 source (``ast``). A room may import rooms below it (lower rank) and itself, never above: that

@@ -39,7 +39,7 @@ _BOOL = ("censored", "renamed", "compiled", "suspect")
 
 
 # --------------------------------------------------------------------------- data directory
-_HOW_TO_SET = f"set {ENV_VAR} to the folder of the shared measurements (see README)"
+_HOW_TO_SET = f"set {ENV_VAR} to the folder of the shared measurements (the documentation's Files and environment page)"
 
 
 def default_data_dir() -> Path:

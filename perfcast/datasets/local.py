@@ -94,8 +94,9 @@ def load_local_cpu(path: str | os.PathLike | None = None, *, include_repeats: bo
     src = Path(path) if path is not None else local_cpu_db()
     if not src.exists():
         raise PerfcastError(f"local CPU dataset not found at {src}: set {DATASETS_ENV} to the "
-                            f"folder of perfcast's datasets (datasets/ in the repository, see "
-                            f"README) or pass path= to another store")
+                            f"folder of perfcast's datasets (datasets/ in the repository; the "
+                            f"documentation's Files and environment page) or pass path= to "
+                            f"another store")
     return load_measurements(src, include_repeats=include_repeats)
 
 
