@@ -70,7 +70,7 @@ def _allowed() -> dict[str, tuple]:
     from perfcast.decisions.tables import load_prices
     from perfcast.evaluation.splits import SPLITS
     from perfcast.evaluation.tasks import TASKS
-    from perfcast.predictors import list_predictors
+    from perfcast import predictors as P
     from perfcast.pretrain.models import METHODS
     from perfcast.training.llm import LLM_PARTS
     from perfcast.training.trainer import RECIPES_DIR
@@ -82,11 +82,14 @@ def _allowed() -> dict[str, tuple]:
     assert set(TRAIN_RECIPES) == ({p.stem for p in RECIPES_DIR.glob("*.json")}
                                   | {"llm", "power", "gnnllm"})
     providers = tuple(sorted({r["provider"] for r in load_prices()} - {"unspecified"}))
+    P.list_predictors()  # the built-in kinds (a test may register a toy one beside them)
+    kinds = tuple(sorted(name for name, cls in P._REGISTRY.items()
+                         if cls.__module__ in P._BUILTIN_MODULES))
     return {"--optimizer": OPTIMIZERS, "--engine": ENGINES, "--recompute": RECOMPUTE,
             "--schedule": SCHEDULES, "--tf32": TF32_MODES, "--risk": RISKS,
             "--objective": OBJECTIVES, "--transfer": TRANSFER_RECIPES, "--method": METHODS,
             "--task": tuple(TASKS), "--split": tuple(SPLITS), "--recipe": TRAIN_RECIPES,
-            "--predictor": tuple(list_predictors()), "--predictors": tuple(list_predictors()),
+            "--predictor": kinds, "--predictors": kinds,
             "--provider": providers, "--modes": GRAPH_MODES, "--precisions": PRECISIONS,
             "--only": LLM_PARTS, "--device@mig": tuple(mig_devices())}
 
