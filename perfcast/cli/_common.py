@@ -265,8 +265,8 @@ Predictor = Annotated[str | None, typer.Option(
     "--predictor", help=f"Which predictor answers: {choices(PREDICTOR_KINDS)} (the shipped model "
                         f"of that kind for the device, mode and precision; roofline and memsim "
                         f"need none) — or the directory of a predictor saved by perfcast train "
-                        f"(default: the best shipped one, else crossdevice on a GPU, else the "
-                        f"roofline).")]
+                        f"(default: your calibrated model or the shipped one for the device, mode "
+                        f"and precision; else crossdevice on a GPU; else the roofline).")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Ray = Annotated[str | None, typer.Option(
     "--ray", metavar="[ADDRESS]",
