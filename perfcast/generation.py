@@ -311,7 +311,7 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     if req.engine not in set(lat.trained_on_.get("engines", ENGINES)):
         out.notes.append(f"time_ms: no {req.engine} measurement in the data; its engine "
                          f"model is borrowed from vLLM on the same vendor (extrapolated)")
-    if asked != req.precision:
+    if asked is not None and asked != req.precision and req.engine == "llama.cpp":
         out.notes.append(f"--precision {asked} on llama.cpp: priced as GGUF {req.precision} "
                          f"({WEIGHT_BYTES[req.precision] * 8:.2f} bits per weight; give a GGUF "
                          f"name — Q4_K_M, Q4_0, Q5_K_M, Q6_K, Q8_0, F16 — for another)")

@@ -63,4 +63,4 @@ def test_predict_answers_every_mode_as_the_command_does(capsys):
         perfcast.predict("hf:meta-llama/Llama-2-7b-hf", device="h100-sxm", mode="generate",
                          input_len=8)
     assert main(["rank", "hf:gpt2", "--mode", "generate"]) == 2
-    assert "perfcast predict, fit and cost --mode generate" in capsys.readouterr().err
+    assert "perfcast predict, fit, cost and plan --mode generate" in capsys.readouterr().err

@@ -178,8 +178,10 @@ def check_choice(option: str, value, allowed, command: str) -> None:
     """Refuse ``value`` outside ``allowed`` with the command's one-line error (exit 2) — for
     options whose command takes fewer values than the request does (``--mode generate``)."""
     if value is not None and value not in allowed:
+        where = (" (LLM serving: perfcast predict, fit, cost and plan --mode generate)"
+                 if option == "--mode" and value == "generate" else "")
         raise PerfcastError(f"perfcast {command} takes {option} {choices(allowed)}, not "
-                            f"{value!r}")
+                            f"{value!r}{where}")
 
 
 #: What each mode runs (the --mode help).
