@@ -120,6 +120,7 @@ print(json.dumps({"loaded": [m for m in %r if m in sys.modules], "answers": out}
 """ % (HEAVY,)
 
 
+@pytest.mark.slow  # fast-tier budget: the fast tier keeps a cheaper test of the same command/room
 def test_cached_prediction_imports_no_torch():
     """Once the graphs (and the simulation) are cached, a new process answers with a tree model
     (xgboost on the RTX 3090; kernelsum's trees on this CPU), the numpy MLP and the simulation

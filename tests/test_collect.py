@@ -102,6 +102,7 @@ def _db_rows(path, missing_ok: bool = False):
     return rows
 
 
+@pytest.mark.slow  # fast-tier budget: the fast tier keeps a cheaper test of the same command/room
 def test_collect_cli_real_measurement_and_rerun(tmp_path):
     """A real (tiny) measurement through the CLI and a subprocess; a rerun adds nothing."""
     db = tmp_path / "m.db"

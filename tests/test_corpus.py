@@ -9,6 +9,7 @@ from perfcast.cli import main
 from perfcast.graph import ModelGraph
 
 
+@pytest.mark.slow  # fast-tier budget: the fast tier keeps a cheaper test of the same command/room
 def test_corpus_build_limit_and_resume(tmp_path, capsys):
     args = ["corpus", "--out", str(tmp_path), "--families", "resnet", "--variants-per-family", "1",
             "--input-sizes", "64", "--batch-sizes", "1,2", "--workers", "1", "--json"]

@@ -189,6 +189,7 @@ def test_bad_hyper_parameters(tiny_feature_set, params, msg):
         create_predictor("dnnperf", **params).fit(tiny_feature_set)
 
 
+@pytest.mark.slow  # fast-tier budget: the fast tier keeps a cheaper test of the same command/room
 def test_predict_with_the_shipped_dnnperf(predict_json):
     """Acceptance: `perfcast predict … --predictor dnnperf` answers with the shipped DNNPerf
     model (RTX 3090 training time) and says so where none exists (A100 training memory: not

@@ -51,6 +51,7 @@ def test_the_spec_sheet_example_is_a_valid_device():
     assert dev.key == "rtx4080" and dev.kind == "gpu" and dev.sm_count == 76
 
 
+@pytest.mark.slow  # CI also runs mkdocs build --strict itself (.ci/run)
 def test_the_site_builds_strict_with_generated_reference(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")

@@ -109,6 +109,7 @@ def test_switch_capacity_caps_expert_tokens(tmp_path):
     assert {n.input_shapes[0][0] for n in experts} == {BATCH * 2}  # min(16 / 4, 2) per sequence
 
 
+@pytest.mark.slow  # fast-tier budget: the fast tier keeps a cheaper test of the same command/room
 @pytest.mark.shared_data(SWITCH)
 def test_switch_train_traces(small_switch):
     spec, cfg, infer = small_switch

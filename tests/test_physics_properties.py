@@ -14,7 +14,8 @@ and random GPU specs — what a user checks first and stops trusting a tool over
   stated rule, and the prediction says so.
 
 Few models (the session's graph cache), random specs registered for the test and removed after.
-Deterministic (``derandomize``); the whole file runs in well under a minute.
+Deterministic (``derandomize``): the fast tier runs the first examples of each property (well
+under a minute), the slow tier (``*_full``) the same sequence further.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ numbers = st.fixed_dictionaries({
     "tdp_w": st.floats(60.0, 1200.0)})
 
 
+def gains_of(values):
+    """One gain (≥ 1) per spec number of :data:`NUMBERS`."""
+    return st.lists(st.sampled_from(values), min_size=len(NUMBERS), max_size=len(NUMBERS))
+
+
 def _base_numbers(d: dict) -> dict:
     fp32 = d["peak_fp32_tflops"]
     fp16 = fp32 * d["tensor_ratio"]
@@ -91,6 +97,16 @@ def _better(base: dict, gains: list[float]) -> dict:
         v = base[name] * g
         out[name] = int(math.ceil(v)) if name in ("sm_count", "fp32_cores_per_sm") else v
     return out
+
+
+def tiers(fast: int, full: int, **strategies):
+    """A property as two tests: the fast tier's first ``fast`` examples and the slow tier's
+    ``full`` (the same deterministic sequence, further)."""
+    def wrap(fn):
+        quick = settings(max_examples=fast, **SETTINGS)(given(**strategies)(fn))
+        long = pytest.mark.slow(settings(max_examples=full, **SETTINGS)(given(**strategies)(fn)))
+        return quick, long
+    return wrap
 
 
 def _time(model: str, device: str, **kw) -> float:
@@ -111,12 +127,7 @@ def registered():
         unregister_device(k)
 
 
-@settings(max_examples=12, **SETTINGS)
-@given(d=numbers, gains=st.lists(st.sampled_from([1.0, 1.0, 1.05, 1.5, 2.0, 4.0]),
-                                 min_size=len(NUMBERS), max_size=len(NUMBERS)),
-       model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
-       precision=st.sampled_from(["fp32", "amp", "bf16"]), batch=st.sampled_from([1, 64]))
-def test_a_better_gpu_is_never_slower(registered, d, gains, model, mode, precision, batch):
+def _a_better_gpu_is_never_slower(registered, d, gains, model, mode, precision, batch):
     base = _base_numbers(d)
     a = registered(_spec(base))
     b = registered(_spec(_better(base, gains)))
@@ -125,11 +136,16 @@ def test_a_better_gpu_is_never_slower(registered, d, gains, model, mode, precisi
     assert tb <= ta * (1 + 1e-9), (base, gains, model, kw, ta, tb)
 
 
-@settings(max_examples=5, **SETTINGS)
-@given(gains=st.lists(st.sampled_from([1.0, 1.2, 2.0]), min_size=len(NUMBERS),
-                      max_size=len(NUMBERS)),
-       model=st.sampled_from(MODELS), batch=st.sampled_from([1, 64]))
-def test_a_gpu_better_than_a_labeled_one_is_never_slower(registered, gains, model, batch):
+test_a_better_gpu_is_never_slower, \
+    test_a_better_gpu_is_never_slower_full = tiers(
+        8, 40, d=numbers,
+        gains=gains_of([1.0, 1.0, 1.05, 1.5, 2.0, 4.0]),
+        model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
+        precision=st.sampled_from(["fp32", "amp", "bf16"]),
+        batch=st.sampled_from([1, 64]))(_a_better_gpu_is_never_slower)
+
+
+def _a_gpu_better_than_a_labeled_one_is_never_slower(registered, gains, model, batch):
     """The labeled RTX 4090 answers from its own model; a spec at least as good in every
     number answers through the physics and the anchors — never slower."""
     ref = get_device("rtx4090")
@@ -139,22 +155,30 @@ def test_a_gpu_better_than_a_labeled_one_is_never_slower(registered, gains, mode
     assert _time(model, b, **kw) <= _time(model, "rtx4090", **kw) * (1 + 1e-9)
 
 
-@settings(max_examples=5, **SETTINGS)
-@given(d=numbers, model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
-       precision=st.sampled_from(["fp32", "amp"]),
-       batches=st.lists(st.integers(1, 2048), min_size=3, max_size=3, unique=True))
-def test_time_never_decreases_with_the_batch(registered, d, model, mode, precision, batches):
+test_a_gpu_better_than_a_labeled_one_is_never_slower, \
+    test_a_gpu_better_than_a_labeled_one_is_never_slower_full = tiers(
+        5, 20,
+        gains=gains_of([1.0, 1.2, 2.0]),
+        model=st.sampled_from(MODELS),
+        batch=st.sampled_from([1, 64]))(_a_gpu_better_than_a_labeled_one_is_never_slower)
+
+
+def _time_never_decreases_with_the_batch(registered, d, model, mode, precision, batches):
     dev = registered(_spec(_base_numbers(d)))
     times = [_time(model, dev, batch_size=b, mode=mode, precision=precision)
              for b in sorted(batches)]
     assert all(t2 >= t1 * (1 - 1e-9) for t1, t2 in zip(times, times[1:])), (batches, times)
 
 
-@settings(max_examples=4, **SETTINGS)
-@given(d=numbers, layers=st.lists(st.integers(1, 4), min_size=2, max_size=2, unique=True),
-       mode=st.sampled_from(["infer", "train"]), precision=st.sampled_from(["fp32", "amp"]),
-       seq=st.sampled_from([32, 128]))
-def test_time_never_decreases_with_layers(registered, d, layers, mode, precision, seq):
+test_time_never_decreases_with_the_batch, \
+    test_time_never_decreases_with_the_batch_full = tiers(
+        5, 20, d=numbers, model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
+        precision=st.sampled_from(["fp32", "amp"]),
+        batches=st.lists(st.integers(1, 2048), min_size=3, max_size=3, unique=True))(
+            _time_never_decreases_with_the_batch)
+
+
+def _time_never_decreases_with_layers(registered, d, layers, mode, precision, seq):
     dev = registered(_spec(_base_numbers(d)))
     small, big = sorted(layers)
     kw = dict(batch_size=4, mode=mode, precision=precision, seq_len=seq)
@@ -163,11 +187,14 @@ def test_time_never_decreases_with_layers(registered, d, layers, mode, precision
     assert t_big >= t_small * (1 - 1e-9), (small, big, t_small, t_big)
 
 
-@settings(max_examples=4, **SETTINGS)
-@given(d=numbers, seqs=st.lists(st.sampled_from([16, 64, 256]), min_size=2,
-                                max_size=2, unique=True),
-       mode=st.sampled_from(["infer", "train"]), precision=st.sampled_from(["fp32", "amp"]))
-def test_time_never_decreases_with_the_sequence(registered, d, seqs, mode, precision):
+test_time_never_decreases_with_layers, \
+    test_time_never_decreases_with_layers_full = tiers(
+        2, 10, d=numbers, layers=st.lists(st.integers(1, 4), min_size=2, max_size=2, unique=True),
+        mode=st.sampled_from(["infer", "train"]), precision=st.sampled_from(["fp32", "amp"]),
+        seq=st.sampled_from([32, 128]))(_time_never_decreases_with_layers)
+
+
+def _time_never_decreases_with_the_sequence(registered, d, seqs, mode, precision):
     dev = registered(_spec(_base_numbers(d)))
     short, long = sorted(seqs)
     kw = dict(batch_size=2, mode=mode, precision=precision)
@@ -176,10 +203,15 @@ def test_time_never_decreases_with_the_sequence(registered, d, seqs, mode, preci
     assert t_long >= t_short * (1 - 1e-9), (short, long, t_short, t_long)
 
 
-@settings(max_examples=5, **SETTINGS)
-@given(d=numbers, model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
-       precision=st.sampled_from(["fp32", "amp", "bf16"]), batch=st.sampled_from([1, 64]))
-def test_time_stays_between_the_roofline_and_the_measured_slowdown(registered, d, model, mode,
+test_time_never_decreases_with_the_sequence, \
+    test_time_never_decreases_with_the_sequence_full = tiers(
+        2, 10, d=numbers,
+        seqs=st.lists(st.sampled_from([16, 64, 256]), min_size=2, max_size=2, unique=True),
+        mode=st.sampled_from(["infer", "train"]),
+        precision=st.sampled_from(["fp32", "amp"]))(_time_never_decreases_with_the_sequence)
+
+
+def _time_stays_between_the_roofline_and_the_measured_slowdown(registered, d, model, mode,
                                                                    precision, batch):
     from perfcast.training import shipped
 
@@ -190,6 +222,13 @@ def test_time_stays_between_the_roofline_and_the_measured_slowdown(registered, d
     rec = p.route.request.record(False, False, True)
     lower, upper = pred.bounds(rec)[0]
     assert lower * (1 - 1e-9) <= p.time_ms <= upper * (1 + 1e-9), (lower, p.time_ms, upper)
+
+
+test_time_stays_between_the_roofline_and_the_measured_slowdown, \
+    test_time_stays_between_the_roofline_and_the_measured_slowdown_full = tiers(
+        5, 20, d=numbers, model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
+        precision=st.sampled_from(["fp32", "amp", "bf16"]),
+        batch=st.sampled_from([1, 64]))(_time_stays_between_the_roofline_and_the_measured_slowdown)
 
 
 def test_the_class_slowdowns_are_the_measured_ones():

@@ -156,6 +156,7 @@ def _tiny_csv(tiny_feature_set, path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # fast-tier budget: the fast tier keeps a cheaper test of the same command/room
 def test_train_data_and_fine_tune(use_shipped, tiny_feature_set, tmp_path):
     csv = _tiny_csv(tiny_feature_set, tmp_path / "mine.csv")
     r = _cli("train", "--data", str(csv), "--predictor", "mlp", "--epochs", "3", "--out",

@@ -28,7 +28,8 @@ def test_registry_lists_the_papers_predictors():
         create_predictor("no-such-predictor")
 
 
-@pytest.mark.parametrize("name", _builtin())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "gnnllm" else n
+                                  for n in _builtin()])  # gnnllm's LM: slow tier (tests/test_gnnllm.py)
 def test_fit_save_load_predict_identically(name, tiny_feature_set, tmp_path):
     cls = get_predictor_class(name)
     params = {k: v for k, v in FAST.items() if k in cls.default_params()}
