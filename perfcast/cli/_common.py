@@ -135,6 +135,10 @@ class StageProgress:
         return self
 
     def __exit__(self, *exc) -> None:
+        if exc[0] is not None:  # an error: its one line alone, no half-done bar above it
+            for task in self._bars.values():
+                self._progress.remove_task(task)
+            self._progress.live.transient = True
         self._progress.__exit__(*exc)
 
     def start(self, stage: str) -> None:
