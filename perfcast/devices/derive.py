@@ -125,7 +125,7 @@ def derivations(device) -> tuple[Derivation, ...]:
     ampere = nvidia_ampere_or_later(device)
     fp16 = device.peak_fp16_tflops
     if fp16 and ampere and not device.peak_tf32_tflops:
-        out.append(Derivation("peak_tf32_tflops", round(fp16 / 2.0, 3),
+        out.append(Derivation("peak_tf32_tflops", fp16 / 2.0,
                               "NVIDIA Ampere or newer: TF32 tensor cores at half the FP16 peak"))
     if fp16 and not device.peak_bf16_tflops:
         arch = _architecture(device)
