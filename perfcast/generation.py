@@ -164,6 +164,96 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
             "activations": act / n, "runtime": _runtime_overhead_mb()}
 
 
+def _serving_dominance(x, a, precision: str) -> str | None:
+    """Why GPU ``x`` serves no slower than GPU ``a`` (``None`` when it need not). Only within a
+    vendor — the engines run other kernels on another vendor's GPUs (llama.cpp's HIP backend on
+    an MI300X is slower than its CUDA one on the H100 the MI300X beats in every number) — and
+    then when ``x`` is at least as good in every spec number (:func:`perfcast.anchors.dominates`)
+    or in the two numbers that bound a decode step and a prefill: the memory bandwidth and the
+    peak of the precision the GEMMs run in."""
+    from perfcast.anchors import dominates
+    from perfcast.devices.derive import complete
+    from perfcast.llm.physics import COMPUTE_PRECISION
+
+    cx, ca = complete(x)[0], complete(a)[0]
+    vendor = str(cx.vendor or "").strip().lower()
+    if not vendor or vendor != str(ca.vendor or "").strip().lower():
+        return None
+    if dominates(x, a):
+        return "every spec number"
+    prec = COMPUTE_PRECISION.get(precision, "fp16")
+    pairs = ((cx.bandwidth_gbs, ca.bandwidth_gbs),
+             (cx.peak_tflops(prec), ca.peak_tflops(prec)))
+    if all(vx is not None and va is not None and float(vx) >= float(va) for vx, va in pairs):
+        return f"memory bandwidth and {prec} peak"
+    return None
+
+
+def dominated_gpus(device, precision: str, need_mb: float | None = None,
+                   share: float = 1.0) -> list[tuple[Any, str]]:
+    """``(GPU, why)`` for every built-in GPU ``device`` serves no slower than
+    (:func:`_serving_dominance`) and on which ``need_mb`` per device fits in ``share`` of the
+    memory: a generation answer on ``device`` is capped at theirs, whatever a learned factor
+    says between two GPUs (a newer GPU from its spec sheet is never slower than an older one
+    it beats in what bounds the work)."""
+    from perfcast.devices import device_origin, list_devices
+
+    if not device.is_gpu:
+        return []
+    out = []
+    for d in list_devices():
+        if (not d.is_gpu or d.key == device.key or device_origin(d.key) != "built-in"
+                or (need_mb is not None and (d.memory_mb or 0.0) * share < need_mb)):
+            continue
+        why = _serving_dominance(device, d, precision)
+        if why:
+            out.append((d, why))
+    return out
+
+
+def _dominated_if_unmeasured(lat, device, precision: str, need_mb: float | None = None,
+                             share: float = 1.0) -> list[tuple[Any, str]]:
+    """:func:`dominated_gpus` for a GPU the latency model has no measurements of (a spec sheet,
+    a registry GPU outside the data); ``[]`` for a measured one, whose learned answer stands
+    (capping it at another GPU's extrapolated answer made the measured rows worse)."""
+    if device.key in set(lat.trained_on_.get("devices", [])):
+        return []
+    return dominated_gpus(device, precision, need_mb, share)
+
+
+def _learned_decode_s(lat, rows, devices: dict):
+    """Seconds of the decode steps the learned latency model gives each row of ``rows`` (one
+    static batch each, its ``device`` a key of ``devices``)."""
+    import numpy as np
+
+    from perfcast.llm.model import features
+
+    X = features(rows, "latency_s", devices=devices)
+    t, info = lat.predict(X, parts=True)
+    if info:
+        return np.asarray(info["decode_s"], dtype=float)
+    return np.asarray(t * X["log_decode_s"].map(math.exp).to_numpy() / X["bound_s"].to_numpy(),
+                      dtype=float)
+
+
+def _dominance_capped(lat, rows, device, below: list) -> tuple[Any, tuple | None]:
+    """The learned decode seconds of ``rows`` on ``device``, each capped at the fastest answer
+    for the same row on a GPU of ``below`` (:func:`dominated_gpus`); and ``(GPU, why)`` of the
+    one that capped."""
+    import pandas as pd
+
+    dec = _learned_decode_s(lat, rows, {device.key: device})
+    if not below:
+        return dec, None
+    many = pd.concat([rows.assign(device=d.key) for d, _ in below], ignore_index=True)
+    other = _learned_decode_s(lat, many, {d.key: d for d, _ in below}).reshape(len(below),
+                                                                               len(rows))
+    best = other.min(axis=0)
+    if not (best < dec).any():
+        return dec, None
+    return dec.clip(max=best), below[int(other.min(axis=1).argmin())]
+
+
 def predict_generation(req: Workload, device) -> GenerationPrediction:
     """Forecast the ``--mode generate`` workload ``req`` (defaults: :func:`resolve`) on
     ``device`` (a :class:`~perfcast.devices.Device`)."""
@@ -178,7 +268,6 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
         utilisation,
     )
     from perfcast.llm.graphs import activation_peak_mb, request_graph_flops
-    from perfcast.llm.model import features
     from perfcast.llm.physics import COMPUTE_PRECISION, MEMORY_UTILIZATION, bound_of, request_work
     from perfcast.llm.prefill import (
         ENGINE_PREFILL,
@@ -237,22 +326,31 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
                          "concurrent": seqs, "input_len": req.input_len,
                          "output_len": req.output_len}])
     lat = load_llm_model("latency_s")
-    X = features(row, "latency_s", devices={device.key: device})
-    t_arr, info = lat.predict(X, parts=True)
-    t_learned = float(t_arr[0])
+    below = _dominated_if_unmeasured(lat, device, req.precision, need,
+                                     MEMORY_UTILIZATION if req.engine == "vllm" else 1.0)
+    dec_arr, capped_by = _dominance_capped(lat, row, device, below)
     work = request_work(arch, device, batch=seqs, input_len=req.input_len,
                         output_len=req.output_len, n_devices=req.tensor_parallel,
                         precision=req.precision, engine=req.engine,
                         prompt_chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
     g = bound_of(work, device, req.precision)
-    if info:
-        dec_learned = float(info["decode_s"][0])
-    else:  # split as the bound splits
-        dec_learned = t_learned * g.decode_s / g.total_s
-    pre = estimate_prefill(arch, device, engine=req.engine, precision=req.precision,
-                           batch=seqs, input_len=req.input_len, n_devices=req.tensor_parallel,
-                           chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
+    dec_learned = float(dec_arr[0])
+    pre_kw = dict(engine=req.engine, precision=req.precision, batch=seqs,
+                  input_len=req.input_len, n_devices=req.tensor_parallel,
+                  chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
+    pre = estimate_prefill(arch, device, **pre_kw)
     ttft = pre.seconds
+    pre_below = min(((estimate_prefill(arch, d, **pre_kw).seconds, d.key, why)
+                     for d, why in below), default=None)
+    if pre_below is not None and pre_below[0] < ttft:
+        out.notes.append(f"ttft_ms: {ttft * 1e3:,.4g} ms would be slower than on "
+                         f"{pre_below[1]} ({pre_below[0] * 1e3:,.4g} ms), and {device.key} is "
+                         f"at least as good as {pre_below[1]} ({pre_below[2]}) — capped at it")
+        ttft = pre_below[0]
+    if capped_by is not None and req.output_len > 1:
+        out.notes.append(f"time_ms: the learned decode steps would be slower than on "
+                         f"{capped_by[0].key}, and {device.key} is at least as good as "
+                         f"{capped_by[0].key} ({capped_by[1]}) — capped at its answer")
     dec = dec_learned if req.output_len > 1 else 0.0
     t = max(ttft + dec, g.total_s)
     out.time_ms, out.bound_ms = t * 1e3, g.total_s * 1e3
@@ -384,7 +482,6 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
     planner, :mod:`perfcast.decisions.serving`, interpolates)."""
     import pandas as pd
 
-    from perfcast.llm.model import features
     from perfcast.training.llm import load_llm_model
 
     req = resolve(req)
@@ -399,12 +496,8 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
                           "concurrent": 1 if llama else int(b), "input_len": req.input_len,
                           "output_len": req.output_len} for b in batches])
     lat = load_llm_model("latency_s")
-    X = features(rows, "latency_s", devices={device.key: device})
-    t, info = lat.predict(X, parts=True)
-    if info:
-        dec = info["decode_s"]
-    else:
-        dec = t * X["log_decode_s"].map(math.exp).to_numpy() / X["bound_s"].to_numpy()
+    dec, _ = _dominance_capped(lat, rows, device,
+                               _dominated_if_unmeasured(lat, device, req.precision))
     return [float(v) / (req.output_len - 1) for v in dec]
 
 

@@ -186,6 +186,25 @@ def _umask() -> int:
     return mask
 
 
+def read_json_file(path: str | os.PathLike, what: str):
+    """The JSON document of a file the user named (a cluster, a device spec): one line naming
+    ``what`` and the file when it is missing, unreadable or not JSON (exit 2)."""
+    import json
+
+    from perfcast.errors import PerfcastError
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise PerfcastError(f"{what} not found: {path}")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PerfcastError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
+                            f"{exc.colno})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PerfcastError(f"cannot read {what} {path}: {exc}") from None
+
+
 def check_output_file(path: str | os.PathLike, *, suffixes: tuple[str, ...] = (),
                       option: str = "output", default_name: str | None = None) -> Path:
     """Validate an output file path before any work is done (one place for every command):

@@ -150,6 +150,45 @@ def test_generate_on_a_spec_file(tmp_path, capsys):
     assert any("not among the measured accelerators" in n for n in d["notes"])
 
 
+@pytest.mark.parametrize("engine", ["vllm", "llama.cpp"])
+def test_a_better_gpu_never_serves_slower(engine, tmp_path):
+    """An H200 (an H100 SXM with more memory and bandwidth) and a spec sheet twice an H100 in
+    every number: no slower than the H100 in TTFT, TPOT and the whole request, at a small and a
+    large batch; the planner's decode steps likewise. The H100, measured, is never capped."""
+    import perfcast
+    from perfcast.devices import get_device, unregister_device
+    from perfcast.generation import decode_step_seconds
+    from perfcast.workload import Workload
+
+    ref = get_device("h100-sxm")
+    numbers = ("peak_fp32_tflops", "peak_tf32_tflops", "peak_fp16_tflops", "peak_bf16_tflops",
+               "memory_gb", "bandwidth_gbs", "sm_count", "fp32_cores_per_sm",
+               "boost_clock_mhz", "l2_mb", "tdp_w")
+    spec = {"key": "twice-h100", "name": "Twice an H100", "kind": "gpu", "vendor": "NVIDIA",
+            "compute_capability": "9.0", **{n: 2 * getattr(ref, n) for n in numbers}}
+    (tmp_path / "twice.json").write_text(json.dumps(spec))
+    model = "hf:meta-llama/Llama-2-7b-hf"
+    try:
+        for batch in (1, 64):
+            kw = dict(mode="generate", engine=engine, batch_size=batch, input_len=512,
+                      output_len=128)
+            base = perfcast.predict(model, device="h100-sxm", **kw)
+            assert not any("capped" in n for n in base.notes)
+            for better in ("h200", str(tmp_path / "twice.json")):
+                p = perfcast.predict(model, device=better, **kw)
+                assert p.ttft_ms <= base.ttft_ms * (1 + 1e-9), (better, batch)
+                assert p.tpot_ms <= base.tpot_ms * (1 + 1e-9), (better, batch)
+                assert p.time_ms <= base.time_ms * (1 + 1e-9), (better, batch)
+        if engine == "vllm":
+            req = Workload.of(model, mode="generate", engine=engine, input_len=512,
+                              output_len=128)
+            a = decode_step_seconds(req, get_device("h100-sxm"), [1, 8, 64])
+            b = decode_step_seconds(req, get_device("h200"), [1, 8, 64])
+            assert all(y <= x * (1 + 1e-9) for x, y in zip(a, b))
+    finally:
+        unregister_device("twice-h100")
+
+
 def test_kv_cache_per_device_under_tensor_parallelism_by_hand():
     """Llama-3-70B (GQA, 8 KV heads): TP 8 holds one KV head per GPU; TP 16 cannot split 8
     heads further, so each is replicated (vLLM) — the per-device cache stays one head's."""

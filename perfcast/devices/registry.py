@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError, unknown_keys
-from perfcast.paths import package_data, user_devices_dir, write_file_atomically
+from perfcast.paths import package_data, read_json_file, user_devices_dir, write_file_atomically
 
 _DATA_FILE = package_data("devices", "devices.json")
 
@@ -303,15 +303,7 @@ def load_device_spec(path: str | os.PathLike[str]) -> Device:
     ``devices.json`` row; ``key`` defaults to :func:`key_from_file_name`). Registers nothing.
     Errors name the file and the key."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise PerfcastError(f"device spec file not found: {path}")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise PerfcastError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno} column "
-                            f"{exc.colno})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PerfcastError(f"cannot read device spec {path}: {exc}") from None
+    doc = read_json_file(p, "device spec file")
     if not isinstance(doc, Mapping):
         raise PerfcastError(f"{path}: a device spec is one JSON object with the keys of a "
                             f"devices.json row, got a JSON {type(doc).__name__}")

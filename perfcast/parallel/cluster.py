@@ -10,7 +10,6 @@ cards over PCIe, the source in the row's ``interconnect``), said in the predicti
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,18 +81,10 @@ class Cluster:
     @classmethod
     def load(cls, path: str | Path) -> Cluster:
         """Read and validate a cluster JSON file (exit 2 naming the file and the field)."""
-        p = Path(path).expanduser()
-        if not p.is_file():
-            raise PerfcastError(f"cluster file not found: {path}")
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise PerfcastError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") \
-                from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PerfcastError(f"cannot read cluster file {path}: {exc}") from None
-        c = cls.from_dict(doc, origin=str(path))
-        return c if c.name else dataclasses.replace(c, name=p.stem)
+        from perfcast.paths import read_json_file
+
+        c = cls.from_dict(read_json_file(path, "cluster file"), origin=str(path))
+        return c if c.name else dataclasses.replace(c, name=Path(path).expanduser().stem)
 
     @classmethod
     def of_device(cls, device) -> Cluster:
