@@ -236,22 +236,129 @@ def _learned_decode_s(lat, rows, devices: dict):
                       dtype=float)
 
 
-def _dominance_capped(lat, rows, device, below: list) -> tuple[Any, tuple | None]:
-    """The learned decode seconds of ``rows`` on ``device``, each capped at the fastest answer
-    for the same row on a GPU of ``below`` (:func:`dominated_gpus`); and ``(GPU, why)`` of the
-    one that capped."""
+#: The first grid point of each dimension of the decode envelope (:func:`_decode_envelope`):
+#: running sequences, prompt tokens, output tokens — shorter ones are answered as these.
+_ENVELOPE_START = {"batch": 1, "input": 16, "output": 2}
+#: Envelope grids kept per process (model, device, engine, precision, devices, grid): ``serve``
+#: and the planner ask the same grids again.
+_ENVELOPES: dict[tuple, Any] = {}
+_ENVELOPES_MAX = 256
+
+
+def _ladder(start: int, x: int) -> list[int]:
+    """Powers of two × ``start`` from ``start`` up to the first ≥ ``x``."""
+    out = [start]
+    while out[-1] < x:
+        out.append(out[-1] * 2)
+    return out
+
+
+def _monotone(grid):
+    """``grid`` made non-decreasing along every axis by a running maximum from below: a dip
+    of the learned model (an answer faster than a smaller request's) is raised to the smaller
+    request's answer. (Measured on 700 LLM-Inference-Bench requests, in sample: whole-request
+    MAPE 10.6 % vs 11.8 % for the learned model alone; the running minimum from above 11.8 %,
+    the mean of the two 10.9 %.)"""
+    import numpy as np
+
+    for axis in range(grid.ndim):
+        grid = np.maximum.accumulate(grid, axis=axis)
+    return grid
+
+
+def _decode_envelope(lat, rows, device) -> Any:
+    """Seconds of the decode steps of each row of ``rows`` (one request each, the same model,
+    engine, precision and devices; ``batch_size`` / ``concurrent``, ``input_len``,
+    ``output_len`` vary) on ``device``, non-decreasing in the running sequences, the prompt and
+    the output length by construction: the learned model is evaluated on a fixed grid of powers
+    of two (:data:`_ENVELOPE_START`), made monotone along each axis (:func:`_monotone`) and
+    interpolated multilinearly — in log₂ of the sequences and the prompt, linearly in the
+    output tokens (the decode steps add up). A grid value never depends on the request, so a
+    larger request can only read larger values. llama.cpp decodes one sequence whatever its
+    ``n_batch``: no batch axis."""
+    import numpy as np
     import pandas as pd
 
-    dec = _learned_decode_s(lat, rows, {device.key: device})
-    if not below:
-        return dec, None
-    many = pd.concat([rows.assign(device=d.key) for d, _ in below], ignore_index=True)
-    other = _learned_decode_s(lat, many, {d.key: d for d, _ in below}).reshape(len(below),
-                                                                               len(rows))
-    best = other.min(axis=0)
-    if not (best < dec).any():
-        return dec, None
-    return dec.clip(max=best), below[int(other.min(axis=1).argmin())]
+    first = rows.iloc[0]
+    llama = first["framework"] == "llama.cpp"
+    bs = rows["concurrent"].to_numpy(dtype=float)
+    ins = rows["input_len"].to_numpy(dtype=float)
+    outs = rows["output_len"].to_numpy(dtype=float)
+    B = [int(first["batch_size"])] if llama else _ladder(_ENVELOPE_START["batch"], int(bs.max()))
+    I = _ladder(_ENVELOPE_START["input"], int(ins.max()))
+    O = _ladder(_ENVELOPE_START["output"], int(outs.max()))
+    key = (str(first["model"]), device, str(first["framework"]), str(first["precision"]),
+           int(first["n_devices"]), tuple(B), len(I), len(O), id(lat))
+    grid = _ENVELOPES.get(key)
+    if grid is None:
+        pts = [(b, i, o) for b in B for i in I for o in O]
+        g = pd.DataFrame([{**first.to_dict(), "device": device.key,
+                           "batch_size": b, "concurrent": 1 if llama else b,
+                           "input_len": i, "output_len": o} for b, i, o in pts])
+        dec = _learned_decode_s(lat, g, {device.key: device})
+        grid = _monotone(np.asarray(dec, dtype=float).reshape(len(B), len(I), len(O)))
+        if len(_ENVELOPES) >= _ENVELOPES_MAX:
+            _ENVELOPES.pop(next(iter(_ENVELOPES)))
+        _ENVELOPES[key] = grid
+
+    def cell(values, ladder, log: bool):
+        """Index of each value's cell on ``ladder`` and its weight toward the upper point."""
+        f = np.log2 if log else (lambda v: v)
+        lo = f(np.asarray(ladder, dtype=float))
+        x = np.clip(f(np.maximum(values, 1.0)), lo[0], lo[-1])
+        if len(lo) == 1:
+            return np.zeros(len(x), dtype=int), np.zeros_like(x)
+        j = np.clip(np.searchsorted(lo, x, side="right") - 1, 0, len(lo) - 2)
+        return j, (x - lo[j]) / (lo[j + 1] - lo[j])
+
+    jb, wb = cell(bs, B, True) if not llama else (np.zeros(len(rows), dtype=int),
+                                                   np.zeros(len(rows)))
+    ji, wi = cell(ins, I, True)
+    jo, wo = cell(outs, O, False)
+    out = np.zeros(len(rows))
+    for db in (0, 1):
+        for di in (0, 1):
+            for do in (0, 1):
+                w = ((wb if db else 1 - wb) * (wi if di else 1 - wi) * (wo if do else 1 - wo))
+                vb = np.minimum(jb + db, len(B) - 1)
+                vi = np.minimum(ji + di, len(I) - 1)
+                vo = np.minimum(jo + do, len(O) - 1)
+                out += w * grid[vb, vi, vo]
+    return out
+
+
+def _dominance_capped(lat, rows, device, below: list) -> tuple[Any, tuple | None]:
+    """Seconds of the decode steps of each row of ``rows`` on ``device``: the monotone
+    envelope of the learned model (:func:`_decode_envelope`), capped at the envelope of any GPU
+    of ``below`` (:func:`dominated_gpus`) that answers faster; and ``(GPU, why)`` of the one
+    that capped. A GPU's whole grid is evaluated only when its learned answer at the grid
+    point below the request is faster (its envelope is at least the smallest grid value of the
+    request's cell, that corner's — pruning by it is exact)."""
+    import numpy as np
+    import pandas as pd
+
+    env = _decode_envelope(lat, rows, device)
+    who = None
+    if below:
+        llama = rows["framework"].iloc[0] == "llama.cpp"
+        corner = rows.copy()
+        for col, dim in (("input_len", "input"), ("output_len", "output"),
+                         *(() if llama else (("concurrent", "batch"),))):
+            start = _ENVELOPE_START[dim]
+            v = np.maximum(rows[col].to_numpy(dtype=float), start)
+            corner[col] = (start * 2 ** np.floor(np.log2(v / start) + 1e-9)).astype(int)
+        if not llama:
+            corner["batch_size"] = corner["concurrent"]
+        many = pd.concat([corner.assign(device=d.key) for d, _ in below], ignore_index=True)
+        at = _learned_decode_s(lat, many, {d.key: d for d, _ in below}).reshape(len(below),
+                                                                                len(rows))
+        best = env
+        for k in np.flatnonzero((at < env).any(axis=1)):
+            other = _decode_envelope(lat, rows.assign(device=below[k][0].key), below[k][0])
+            if (other < best).any():
+                best, who = np.minimum(best, other), below[k]
+        env = best
+    return env, who
 
 
 def predict_generation(req: Workload, device) -> GenerationPrediction:

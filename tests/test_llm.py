@@ -150,6 +150,35 @@ def test_generate_on_a_spec_file(tmp_path, capsys):
     assert any("not among the measured accelerators" in n for n in d["notes"])
 
 
+@pytest.mark.parametrize("device,engine", [("mi300x", "vllm"), ("rtx4090", "trt-llm"),
+                                           ("a100-40gb", "llama.cpp")])
+def test_more_work_never_serves_faster(device, engine):
+    """A longer prompt, a longer output or more sequences (not llama.cpp's n_batch, which only
+    changes how the prompt is cut) never make a request faster, nor its time per output token
+    with the prompt or the sequences: the learned decode steps through their monotone envelope
+    (the learned model alone made a 256-token prompt 20 % faster than a 128-token one)."""
+    import perfcast
+
+    def p(**kw):
+        kw = {"batch_size": 1, "input_len": 512, "output_len": 128, **kw}
+        return perfcast.predict("hf:meta-llama/Llama-2-7b-hf", mode="generate", device=device,
+                                engine=engine, **kw)
+
+    def check(seq, name, keys):
+        for a, b in zip(seq, seq[1:]):
+            for k in keys:
+                assert getattr(b, k) >= getattr(a, k) * (1 - 1e-9), (name, k)
+
+    for batch in (1, 16):
+        check([p(batch_size=batch, input_len=i) for i in (64, 128, 200, 256, 700, 1024, 2048)],
+              "input", ("ttft_ms", "tpot_ms", "time_ms"))
+        check([p(batch_size=batch, output_len=o) for o in (2, 16, 100, 128, 512, 1500)],
+              "output", ("time_ms",))
+    if engine != "llama.cpp":
+        check([p(batch_size=b) for b in (1, 2, 3, 8, 16, 48, 64, 256)], "batch",
+              ("ttft_ms", "tpot_ms", "time_ms"))
+
+
 @pytest.mark.parametrize("engine", ["vllm", "llama.cpp"])
 def test_a_better_gpu_never_serves_slower(engine, tmp_path):
     """An H200 (an H100 SXM with more memory and bandwidth) and a spec sheet twice an H100 in
