@@ -330,6 +330,20 @@ def test_plan_python_api_beside_rank(tiny):
     assert r.to_dict(top=2)["rows_shown"] == 2
 
 
+def test_default_sequence_fits_the_model(tiny):
+    """No --seq-len: 2,048 tokens, or the model's positions when fewer (the tiny GPT has 128),
+    said in the notes — not an error about an option the user never gave."""
+    import perfcast
+
+    r = perfcast.plan(tiny, gpus=2, device="h100-sxm", batch_size=8, recompute="none",
+                      zero=(0,))
+    assert r.seq_len == 128
+    assert any("seq_len: 128 tokens (none given: 2,048, but the model has 128 positions)" in n
+               for n in r.notes)
+    p = perfcast.predict(tiny, device="h100-sxm", mode="train", data_parallel=2, batch_size=8)
+    assert p.seq_len == 128 and any(n.startswith("seq_len: 128") for n in p.notes)
+
+
 # --------------------------------------------------------------------------- slow: the real ones
 @pytest.mark.slow
 @pytest.mark.shared_data("neusight/model_configs/gpt3_xl.json")

@@ -218,6 +218,8 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
 
     w = _precision(w, dev, notes)
     tl = TransformerLayouts(w, dev, cl, use_cache=use_cache)
+    if tl.seq_note:
+        notes.append(tl.seq_note)
     s = tl.shape
     if all(v is not None for v in fixed.values()):  # a fully fixed layout: its own rules
         tl.check(w.layout, gpus=gpus)

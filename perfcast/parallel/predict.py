@@ -38,8 +38,26 @@ from perfcast.parallel.model import (
 )
 from perfcast.workload import Layout, Workload
 
-#: The sequence length an ``hf:`` model is trained at when none is given.
+#: The sequence length an ``hf:`` model is trained at when none is given (fewer when the model
+#: has fewer positions: :func:`default_seq_len`).
 DEFAULT_SEQ_LEN = 2048
+
+
+def default_seq_len(spec: str) -> tuple[int, str | None]:
+    """The training sequence of ``spec`` when none is given, and what to say of it:
+    :data:`DEFAULT_SEQ_LEN`, or the largest power of two within the model's absolute position
+    table when that is smaller (GPT-2: 1,024; RoBERTa's 514-row table: 512)."""
+    try:
+        from perfcast.zoo.hf import resolve_hf_config
+
+        n = getattr(resolve_hf_config(spec)[0], "max_position_embeddings", None)
+    except Exception:  # noqa: BLE001 - the trace says what is wrong with the spec
+        n = None
+    if isinstance(n, int) and 0 < n < DEFAULT_SEQ_LEN:
+        s = 1 << (n.bit_length() - 1)
+        return s, (f"seq_len: {s:,} tokens (none given: {DEFAULT_SEQ_LEN:,}, but the model has "
+                   f"{n:,} positions)")
+    return DEFAULT_SEQ_LEN, f"seq_len: {DEFAULT_SEQ_LEN:,} tokens (none given)"
 #: Micro-batches searched when none is given (powers of two and the replica's whole batch).
 MAX_AUTO_MICRO_BATCH = 64
 
@@ -109,7 +127,10 @@ class TransformerLayouts:
         from perfcast.parallel.collectives import shipped
 
         self.w, self.device, self.cluster = w, device, cluster
-        self.seq_len = w.seq_len or DEFAULT_SEQ_LEN
+        self.seq_note = None
+        self.seq_len = w.seq_len
+        if not self.seq_len:
+            self.seq_len, self.seq_note = default_seq_len(w.spec)
         self.eff = eff or shipped_efficiency()
         self.coll = coll or shipped()
         self.traced = trace(w.spec, self.seq_len, use_cache=use_cache)
@@ -258,6 +279,8 @@ def _finish(out: ParallelPrediction, device) -> ParallelPrediction:
 
 def _transformer(w, device, cl, notes, use_cache, limit_w, eff, coll) -> ParallelPrediction:
     tl = TransformerLayouts(w, device, cl, eff=eff, coll=coll, use_cache=use_cache)
+    if tl.seq_note:
+        notes.append(tl.seq_note)
     tl.check(w.layout)
     est, tried = tl.best(w.layout)
     lay = est.layout
@@ -407,5 +430,5 @@ def _data_parallel(w, device, cl, notes, single, limit_w, eff, coll,
     return _finish(out, device)
 
 
-__all__ = ["DEFAULT_SEQ_LEN", "ParallelPrediction", "TransformerLayouts", "predict_parallel",
+__all__ = ["DEFAULT_SEQ_LEN", "ParallelPrediction", "default_seq_len", "TransformerLayouts", "predict_parallel",
            "runtime_overhead_mb"]
