@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from perfcast._memo import Memo
+
 #: Spec numbers compared by :func:`dominates` (higher is better for every one; FP64, which no
 #: request perfcast answers runs in, is left out: spec sheets of deep-learning GPUs often omit it).
 SPEC_NUMBERS = ("peak_fp32_tflops", "peak_fp32_matrix_tflops", "peak_tf32_tflops",
@@ -182,8 +184,7 @@ class Anchored:
 
 
 #: :class:`Anchored` predictors of this process by (base, request without batch, weight).
-_ANCHORED: dict = {}
-_ANCHORED_MAX = 256
+_ANCHORED = Memo(256)
 
 
 def anchored(base_pred, req):
@@ -206,9 +207,7 @@ def anchored(base_pred, req):
         with np.errstate(all="ignore"):
             grids[sub.device.key] = np.log(learned / base)
     out = Anchored(base_pred, grids, batches if batches is not None else [1.0], w)
-    if len(_ANCHORED) >= _ANCHORED_MAX:
-        _ANCHORED.pop(next(iter(_ANCHORED)))
-    _ANCHORED[key] = out
+    _ANCHORED.put(key, out)
     return out if grids else None
 
 

@@ -40,6 +40,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from perfcast._memo import Memo
 from perfcast.errors import PerfcastError
 from perfcast.workload import DEFAULT_ENGINE, ENGINES, GENERATE_PRECISIONS, MAX_SIZE, Workload
 
@@ -241,8 +242,7 @@ def _learned_decode_s(lat, rows, devices: dict):
 _ENVELOPE_START = {"batch": 1, "input": 16, "output": 2}
 #: Envelope grids kept per process (model, device, engine, precision, devices, grid): ``serve``
 #: and the planner ask the same grids again.
-_ENVELOPES: dict[tuple, Any] = {}
-_ENVELOPES_MAX = 256
+_ENVELOPES = Memo(256)
 
 
 def _ladder(start: int, x: int) -> list[int]:
@@ -297,9 +297,7 @@ def _decode_envelope(lat, rows, device) -> Any:
                            "input_len": i, "output_len": o} for b, i, o in pts])
         dec = _learned_decode_s(lat, g, {device.key: device})
         grid = _monotone(np.asarray(dec, dtype=float).reshape(len(B), len(I), len(O)))
-        if len(_ENVELOPES) >= _ENVELOPES_MAX:
-            _ENVELOPES.pop(next(iter(_ENVELOPES)))
-        _ENVELOPES[key] = grid
+        _ENVELOPES.put(key, grid)
 
     def cell(values, ladder, log: bool):
         """Index of each value's cell on ``ladder`` and its weight toward the upper point."""

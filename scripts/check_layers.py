@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("errors", "user-facing errors and exit codes"),
     ("_signals", "SIGTERM as Ctrl-C in the CLI's own process, installed before anything heavy"),
     ("_version", "version string"),
+    ("_memo", "bounded in-process memo shared by a server's threads"),
     ("jsonout", "answers as strict JSON (--json, perfcast serve)"),
     ("paths", "where perfcast reads and writes (env overrides)"),
     ("distributed", "the optional Ray backend: join or start a cluster, results as tasks end"),

@@ -59,6 +59,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from perfcast._memo import Memo
 from perfcast.errors import PerfcastError
 from perfcast.features.kernels import KERNEL_CLASSES, Kernel, kernel_row
 from perfcast.features.records import FeatureSet
@@ -348,8 +349,7 @@ def _scale_for(pos, suffix, starts, h, y) -> np.ndarray:
 
 #: Compositions by (graph key, batch, mode, precision, optimizer, tf32, device) with the shipped
 #: operator model, for this process (bounded: the oldest go first).
-_COMPOSED: dict[tuple, dict] = {}
-_COMPOSED_MAX = 20_000
+_COMPOSED = Memo(20_000)
 
 
 @register_predictor
@@ -402,14 +402,12 @@ class CrossDevicePredictor(Predictor):
             keys = [(*map(str, r), devs[str(d)]) for r, d in zip(
                 fs.rows.reindex(columns=cols).itertuples(index=False, name=None),
                 fs.rows["device"])]
-            if all(k in _COMPOSED for k in keys):
-                return [_COMPOSED[k] for k in keys]
+            hit = _COMPOSED.get_all(keys)
+            if hit is not None:
+                return hit
         out = self._compose(fs)
         if keys is not None:
-            while len(_COMPOSED) + len(keys) > _COMPOSED_MAX and _COMPOSED:
-                _COMPOSED.pop(next(iter(_COMPOSED)))
-            for k, row in zip(keys, out):
-                _COMPOSED[k] = row
+            _COMPOSED.put_all(zip(keys, out))
         return out
 
     def _compose(self, fs: FeatureSet) -> list[dict | None]:
