@@ -83,3 +83,15 @@ def test_version(capsys):
 
     assert main(["version"]) == 0
     assert capsys.readouterr().out.strip() == __version__
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", "timm:resnet50", "--gpus", "0", "--device", "a100-80gb"),
+    ("train", "--recipe", "no-such-recipe"),
+])
+def test_an_error_under_a_progress_bar_is_one_line(args):
+    """A command that shows a progress bar and then fails prints its error alone on a
+    non-interactive stderr: no half-drawn bar, no empty line before it."""
+    r = run(*args)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), repr(r.stderr)

@@ -135,10 +135,14 @@ class StageProgress:
         return self
 
     def __exit__(self, *exc) -> None:
-        if exc[0] is not None:  # an error: its one line alone, no half-done bar above it
+        if exc[0] is not None and not self._progress.disable:
+            # an error: its one line alone — no half-done bar above it, and not the empty line
+            # rich's Progress.stop prints on a non-interactive stderr
             for task in self._bars.values():
                 self._progress.remove_task(task)
             self._progress.live.transient = True
+            self._progress.live.stop()
+            return
         self._progress.__exit__(*exc)
 
     def start(self, stage: str) -> None:
