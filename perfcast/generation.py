@@ -256,9 +256,7 @@ def _ladder(start: int, x: int) -> list[int]:
 def _monotone(grid):
     """``grid`` made non-decreasing along every axis by a running maximum from below: a dip
     of the learned model (an answer faster than a smaller request's) is raised to the smaller
-    request's answer. (Measured on 700 LLM-Inference-Bench requests, in sample: whole-request
-    MAPE 10.6 % vs 11.8 % for the learned model alone; the running minimum from above 11.8 %,
-    the mean of the two 10.9 %.)"""
+    request's answer (its cost in accuracy, held out: reports/llm/consistency.md)."""
     import numpy as np
 
     for axis in range(grid.ndim):

@@ -156,7 +156,7 @@ def test_more_work_never_serves_faster(device, engine):
     """A longer prompt, a longer output or more sequences (not llama.cpp's n_batch, which only
     changes how the prompt is cut) never make a request faster, nor its time per output token
     with the prompt or the sequences: the learned decode steps through their monotone envelope
-    (the learned model alone made a 256-token prompt 20 % faster than a 128-token one)."""
+    (the learned model alone breaks this: reports/llm/consistency.md)."""
     import perfcast
 
     def p(**kw):
