@@ -13,6 +13,8 @@ location                    environment variable     default
 :func:`public_data_dir`     ``PERFCAST_DATA``        ``data_home()/public`` — the public
                                                      measurements (``timm-benchmarks/``,
                                                      ``gpumemnet-timm-train-memory-a100.csv``, ...)
+:func:`price_table_path`    ``PERFCAST_PRICES``      ``public_data_dir()/prices/gpu_prices.csv`` —
+                                                     the public on-demand GPU prices (a CSV)
 :func:`local_datasets_dir`  ``PERFCAST_DATASETS``    ``data_home()/datasets`` — perfcast's own
                                                      measurement datasets (``cpu/measurements.db``)
 :func:`local_cpu_db`        (``PERFCAST_DATASETS``)  ``local_datasets_dir()/cpu/measurements.db``
@@ -34,7 +36,7 @@ location                    environment variable     default
 
 Shipped files a variable replaces (each read by its own module; default: the packaged copy):
 ``PERFCAST_SHIPPED_DIR`` (the directory of trained predictors), ``PERFCAST_MIG_PROFILES`` (MIG
-profile table), ``PERFCAST_PRICES`` (cloud prices), ``PERFCAST_CARBON`` (carbon intensity).
+profile table), ``PERFCAST_CARBON`` (carbon intensity).
 
 From a repository checkout, point the two data variables at the checkout's copies::
 
@@ -55,6 +57,7 @@ CACHE_DIR_ENV = "PERFCAST_CACHE_DIR"
 GRAPH_STORE_ENV = "PERFCAST_GRAPH_STORE"
 CORPUS_ENV = "PERFCAST_CORPUS"
 DEVICES_DIR_ENV = "PERFCAST_DEVICES_DIR"
+PRICES_ENV = "PERFCAST_PRICES"
 
 
 def _env_path(name: str) -> Path | None:
@@ -78,6 +81,14 @@ def public_data_dir() -> Path:
     ``$PERFCAST_DATA``, else ``data_home()/public``."""
     env = _env_path(PUBLIC_DATA_ENV)
     return env if env is not None else data_home() / "public"
+
+
+def price_table_path() -> Path:
+    """The on-demand GPU price table (``perfcast.decisions.prices`` reads it):
+    ``$PERFCAST_PRICES`` (a CSV of the same columns), else
+    ``public_data_dir()/prices/gpu_prices.csv``."""
+    env = _env_path(PRICES_ENV)
+    return env if env is not None else public_data_dir() / "prices" / "gpu_prices.csv"
 
 
 def local_datasets_dir() -> Path:
@@ -305,7 +316,8 @@ def package_data(*parts: str) -> Path:
 
 __all__ = [
     "CACHE_DIR_ENV", "DATASETS_ENV", "DATA_HOME_ENV", "DEVICES_DIR_ENV", "GRAPH_STORE_ENV",
-    "PUBLIC_DATA_ENV", "cache_dir", "data_home", "graph_store_dir", "local_cpu_db",
-    "local_datasets_dir", "package_data", "public_data_dir", "user_devices_dir", "user_models_dir",
+    "PRICES_ENV", "PUBLIC_DATA_ENV", "cache_dir", "data_home", "graph_store_dir",
+    "local_cpu_db", "local_datasets_dir", "package_data", "price_table_path", "public_data_dir",
+    "user_devices_dir", "user_models_dir",
     "check_output_dir", "check_output_file", "write_dir_atomically", "write_file_atomically",
 ]

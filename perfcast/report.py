@@ -801,7 +801,9 @@ def decisions_html(dec: dict[str, Any]) -> str:
                      "answer": f"{fmt(cost.get('usd'))} USD, {fmt(cost.get('kg_co2e'))} kg CO2e",
                      "detail": f"{fmt(cost.get('hours'))} h at "
                                f"{fmt(cost.get('usd_per_gpu_hour'))} USD/GPU-h "
-                               f"({cost.get('provider') or '—'}), "
+                               f"({cost.get('provider') or '—'}"
+                               + (f", {cost['price_as_of']}" if cost.get("price_as_of") else "")
+                               + "), "
                                f"{fmt(cost.get('energy_kwh'))} kWh, "
                                f"{fmt(cost.get('carbon_g_per_kwh'))} g CO2e/kWh "
                                f"({cost.get('region') or '—'})"})

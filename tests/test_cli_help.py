@@ -67,7 +67,7 @@ def _allowed() -> dict[str, tuple]:
     """The sets the code checks each option against — read from the modules that act on them
     (the registries, tables and recipe files), not from the help's own source."""
     from perfcast.decisions.mig import mig_devices
-    from perfcast.decisions.tables import load_prices
+    from perfcast.decisions.prices import find_price_table
     from perfcast.evaluation.splits import SPLITS
     from perfcast.evaluation.tasks import TASKS
     from perfcast import predictors as P
@@ -81,7 +81,8 @@ def _allowed() -> dict[str, tuple]:
     assert set(METHODS) == set(PRETRAIN_METHODS)
     assert set(TRAIN_RECIPES) == ({p.stem for p in RECIPES_DIR.glob("*.json")}
                                   | {"llm", "power", "gnnllm"})
-    providers = tuple(sorted({r["provider"] for r in load_prices()} - {"unspecified"}))
+    table = find_price_table()  # the public price table (None without the shared data)
+    providers = table.providers if table is not None else None
     P.list_predictors()  # the built-in kinds (a test may register a toy one beside them)
     kinds = tuple(sorted(name for name, cls in P._REGISTRY.items()
                          if cls.__module__ in P._BUILTIN_MODULES))

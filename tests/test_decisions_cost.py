@@ -8,8 +8,9 @@ import pytest
 from perfcast.api import DEFAULT_BATCH, Prediction
 from perfcast.decisions import tables
 from perfcast.decisions.cost import CostEstimate, estimate_cost
-from perfcast.decisions.tables import carbon_intensity, load_carbon, load_prices, price_for
-from perfcast.devices import get_device, list_devices
+from perfcast.decisions.prices import choose_price
+from perfcast.decisions.tables import carbon_intensity, load_carbon
+from perfcast.devices import get_device
 from perfcast.errors import PerfcastError
 
 
@@ -66,52 +67,37 @@ def test_unknown_device_is_perfcast_error():
         estimate_cost(device="a100-41gb", time_ms=1, iterations=1)
 
 
-def test_price_table_rows_are_sourced_and_use_registry_devices():
-    rows = load_prices()
-    keys = {d.key for d in list_devices()}
-    assert len(rows) == 12
-    for r in rows:
-        assert r["device"] in keys
-        assert r["source"] and r["as_of"]
-        assert r["usd_per_gpu_hour"] == pytest.approx(r["usd_per_hour"] / r["gpus"])
-    p4d = next(r for r in rows if r["instance"] == "p4d.24xlarge")
-    assert (p4d["gpus"], p4d["usd_per_hour"], p4d["device"]) == (8, 32.77, "a100-40gb")
-    assert {r["provider"] for r in rows} == {"aws", "gcp", "azure", "unspecified"}
-
-
-def test_price_lookup_cheapest_and_provider_filter():
-    usd, src = price_for("a100-40gb")
-    assert usd == 2.93 and "gcp" in src and "Table 3.4" in src
-    usd, src = price_for("A100-40GB", provider="AWS")
-    assert usd == pytest.approx(32.77 / 8) and "p4d.24xlarge" in src
-    assert price_for("v100-16gb")[0] == 2.48
-    assert price_for("v100-16gb", "azure")[0] == 3.06
-    assert price_for("a100-80gb-pcie", "microsoft")[0] == 3.67  # alias
-    assert price_for("h100-sxm") is None  # no sourced price: no row
-    assert price_for("a100-80gb-pcie", "aws") is None
-
-
-def test_unknown_provider_lists_known_ones():
-    with pytest.raises(PerfcastError, match=r"did you mean aws\?.*known providers: aws, azure"):
-        price_for("a100-40gb", provider="awss")
-    with pytest.raises(PerfcastError, match="unknown provider 'oracle'"):
-        estimate_cost(device="a100-40gb", time_ms=1, iterations=1, provider="oracle")
-
-
-def test_table_price_and_provider_in_estimate():
+def test_table_price_and_provider_in_estimate(tmp_path, monkeypatch):
+    """The estimate takes the price table's choice (perfcast.decisions.prices, tested in
+    tests/test_prices.py) with its provider, source and date."""
+    prices = tmp_path / "prices.csv"
+    prices.write_text("provider,instance_type,region,gpu_model,gpus_per_instance,"
+                      "usd_per_hour_instance,usd_per_gpu_hour,pricing,as_of,source\n"
+                      "azure,NC6s_v3,eastus,v100-16gb,1,3.06,3.06,on-demand,2026-01-02,"
+                      "https://a.example\n"
+                      "gcp,n1 v100,us-central1,v100-16gb,4,9.92,2.48,on-demand,,https://g.example"
+                      "/blob/0123456789abcdef/x.csv\n")
+    monkeypatch.setenv("PERFCAST_PRICES", str(prices))
     e = estimate_cost(device="v100-16gb", time_ms=1000, iterations=3600, provider="azure")
     assert e.hours == pytest.approx(1.0)
     assert e.usd_per_gpu_hour == 3.06 and e.usd == pytest.approx(3.06)
-    assert e.provider == "azure" and "NC6s v3" in e.sources["price"]
-    cheapest = estimate_cost(device="a100-40gb", time_ms=1000, iterations=3600)
-    assert cheapest.provider == "gcp" and cheapest.usd == pytest.approx(2.93)
-    assert any("cheapest" in n for n in cheapest.notes)
+    assert e.provider == "azure" and "NC6s_v3" in e.sources["price"]
+    assert (e.price_source, e.price_as_of) == ("https://a.example", "2026-01-02")
+    cheapest = estimate_cost(device="v100-16gb", time_ms=1000, iterations=3600)
+    assert cheapest.provider == "gcp" and cheapest.usd == pytest.approx(2.48)
+    assert cheapest.price_as_of == "undated catalog snapshot (commit 0123456)"
+    assert any("the lowest of 2 providers" in n for n in cheapest.notes)
+    assert cheapest.to_dict() == json.loads(json.dumps(cheapest.to_dict()))
+    with pytest.raises(PerfcastError, match=r"unknown provider 'oracle'.*known providers: "
+                                            r"azure, gcp"):
+        estimate_cost(device="v100-16gb", time_ms=1, iterations=1, provider="oracle")
 
 
 def test_no_price_gives_null_usd_and_a_note():
-    e = estimate_cost(device="h100-sxm", time_ms=10, iterations=100)
+    e = estimate_cost(device="p4", time_ms=10, iterations=100)
     assert e.usd is None and e.usd_per_gpu_hour is None
-    assert any("no price on file for h100-sxm" in n and "--price-per-hour" in n for n in e.notes)
+    assert [n for n in e.notes if n.startswith("price")] == choose_price("p4").notes
+    assert any("--price-per-hour" in n for n in e.notes)
     assert "price" not in e.sources
 
 
@@ -171,49 +157,26 @@ def test_given_power_and_missing_power():
     assert any("--power-w" in n for n in cpu.notes)
 
 
-def test_user_tables_via_env(tmp_path, monkeypatch):
-    prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"prices": [
-        {"provider": "mycloud", "instance": "h100x2", "device": "h100-sxm", "gpus": 2,
-         "usd_per_hour": 5.0, "source": "my invoice", "as_of": "2026-01"}]}))
+def test_user_carbon_table_via_env(tmp_path, monkeypatch):
     carbon = tmp_path / "carbon.json"
     carbon.write_text(json.dumps({"countries": [
         {"iso3": "ISL", "name": "Iceland", "g_per_kwh": 28, "year": 2023, "source": "mine"}],
         "regions": [{"provider": "mycloud", "region": "north-1", "g_per_kwh": 10,
                      "source": "mine"}]}))
-    monkeypatch.setenv("PERFCAST_PRICES", str(prices))
     monkeypatch.setenv("PERFCAST_CARBON", str(carbon))
-    assert load_prices()[0]["usd_per_gpu_hour"] == 2.5
-    assert price_for("h100-sxm") == (2.5, "mycloud h100x2: 5 USD/h ÷ 2 GPUs; my invoice "
-                                          "[as of 2026-01]")
-    assert price_for("a100-40gb") is None  # the user's table replaces the shipped one
     assert carbon_intensity("iceland") == (28, "Iceland (ISL) grid, 2023: mine")
     assert carbon_intensity("mycloud:north-1")[0] == 10
     assert load_carbon()["world"] is None
-    e = estimate_cost(device="h100-sxm", time_ms=1000, iterations=3600)
-    assert e.usd == pytest.approx(2.5) and e.provider == "mycloud"
+    e = estimate_cost(device="h100-sxm", time_ms=1000, iterations=3600, price_per_hour=2.5)
+    assert e.usd == pytest.approx(2.5)
     assert e.kg_co2e is None and any("pass --region" in n for n in e.notes)
     e = estimate_cost(device="h100-sxm", time_ms=1000, iterations=3600, region="ISL")
     assert e.kg_co2e == pytest.approx(0.7 * 28 / 1000)
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps([{"provider": "x", "device": "t4", "usd_per_hour": "cheap"}]))
-    monkeypatch.setenv("PERFCAST_PRICES", str(bad))
-    with pytest.raises(PerfcastError, match="usd_per_hour must be a number"):
-        load_prices()
-    monkeypatch.setenv("PERFCAST_PRICES", str(tmp_path / "missing.json"))
-    with pytest.raises(PerfcastError, match="price file not found"):
-        price_for("t4")
-
-
-def test_explicit_path_argument(tmp_path):
-    p = tmp_path / "p.json"
-    p.write_text(json.dumps([{"provider": "lab", "device": "t4", "usd_per_gpu_hour": 0.5}]))
-    assert price_for("t4", path=p)[0] == 0.5
-    assert price_for("t4") is None
 
 
 def test_to_dict_is_json_serialisable():
-    e = estimate_cost(device="a100-40gb", time_ms=350, iterations=200_000, region="gcp:us-west1")
+    e = estimate_cost(device="a100-40gb", time_ms=350, iterations=200_000, region="gcp:us-west1",
+                      price_per_hour=2.934)
     assert isinstance(e, CostEstimate)
     d = json.loads(json.dumps(e.to_dict()))
     assert d["usd"] == pytest.approx(57.0, abs=0.1) and d["region"] == "gcp:us-west1"
@@ -255,10 +218,7 @@ def test_end_to_end_through_predict():
     json.dumps(e.to_dict())
 
 
-def test_shipped_tables_are_documented():
-    doc = json.loads(tables.PRICES_FILE.read_text())
-    assert {"description", "units", "note", "sources", "prices"} <= set(doc)
-    assert "--price-per-hour" in doc["note"] and "PERFCAST_PRICES" in doc["note"]
+def test_shipped_carbon_table_is_documented():
     c = json.loads(tables.CARBON_FILE.read_text())
     assert {"source", "generated_by", "license", "as_of", "countries", "regions"} <= set(c)
     assert "MIT" in c["license"] and "codecarbon==3.3.2" in c["generated_by"]

@@ -303,16 +303,34 @@ def _shipped_table(name: str) -> dict:
         return {}
 
 
-#: The providers of the shipped price table (rows without one are "unspecified").
-PROVIDERS = tuple(sorted({r["provider"] for r in _shipped_table("prices.json").get("prices", [])
-                          if r.get("provider") and r["provider"] != "unspecified"}))
+def _price_providers() -> tuple[str, ...]:
+    """The providers of the price table (:func:`perfcast.paths.price_table_path`), read for the
+    help text without importing the decisions; ``()`` when it cannot be read (the commands then
+    say why, through :mod:`perfcast.decisions.prices`)."""
+    import csv
+
+    from perfcast.paths import price_table_path
+
+    try:
+        with open(price_table_path(), encoding="utf-8", newline="") as f:
+            return tuple(sorted({r["provider"].strip().lower() for r in csv.DictReader(f)
+                                 if (r.get("provider") or "").strip()}))
+    except (OSError, ValueError, KeyError, csv.Error):
+        return ()
+
+
+#: The providers of the public price table.
+PROVIDERS = _price_providers()
 #: The GPUs of the shipped MIG profile table.
 MIG_DEVICES = tuple(sorted(k for tbl in _shipped_table("mig_profiles.json").get("tables", {})
                            .values() for k in tbl.get("devices", [])))
 
 Provider = Annotated[str | None, typer.Option(
-    "--provider", help=f"Price table provider: {choices(PROVIDERS)} (default: the cheapest "
-                       f"row for the device; $PERFCAST_PRICES replaces the table).")]
+    "--provider", help=f"Cloud whose on-demand price to use: "
+                       f"{choices(PROVIDERS) if PROVIDERS else '(no price table found)'} (its "
+                       f"latest-dated offer for the GPU; default: the lowest provider's). "
+                       f"Prices: the public price table ($PERFCAST_DATA/prices/gpu_prices.csv; "
+                       f"$PERFCAST_PRICES replaces it).")]
 Risk = Annotated[str, typer.Option(
     "--risk", help=f"Which predicted memory to plan with: {choices(RISKS)} — safe = the "
                    f"interval's upper bound, central = the point estimate, optimistic = the "

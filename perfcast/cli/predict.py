@@ -249,6 +249,9 @@ def _print_parallel(p, as_json: bool) -> None:
                                              "energy_kwh": cost.energy_kwh,
                                              "kg_co2e": cost.kg_co2e,
                                              "usd_per_gpu_hour": cost.usd_per_gpu_hour,
+                                             "provider": cost.provider,
+                                             "price_source": cost.price_source,
+                                             "price_as_of": cost.price_as_of,
                                              "sources": cost.sources}
         print_json(d)
         return
@@ -607,7 +610,8 @@ def cost(
     t.add_row("duration", f"[bold]{c.hours:,.2f} h[/bold]"
               + (f"  ({c.coverage:.0%}: {c.hours_low:,.2f} – {c.hours_high:,.2f} h)"
                  if c.hours_high is not None else ""))
-    t.add_row("price", val(c.usd_per_gpu_hour, "{:,.3f} USD/GPU-h"))
+    t.add_row("price", val(c.usd_per_gpu_hour, "{:,.3f} USD/GPU-h")
+              + (f" ({c.provider}, {c.price_as_of})" if c.price_as_of else ""))
     t.add_row("cost", f"[bold]{val(c.usd, '{:,.2f} USD')}[/bold]"
               + (f"  ({c.coverage:.0%}: {c.usd_low:,.2f} – {c.usd_high:,.2f} USD)"
                  if c.usd_high is not None else ""))
@@ -731,8 +735,8 @@ def plan(
         "--max-batch", help="--mode generate: fix the running requests per replica "
                             "(default: every power of two that fits).")] = None,
     price_per_hour: Annotated[float | None, typer.Option(
-        "--price-per-hour", help="--mode generate: USD per GPU-hour (default: the cheapest "
-                                 "on file for the device).")] = None,
+        "--price-per-hour", help="USD per GPU-hour (default: --provider's, or the lowest "
+                                 "provider's on-demand price in the price table).")] = None,
     provider: Provider = None,
     top: Annotated[int, typer.Option("--top", help="Rows shown (the JSON: --top too).")] = 15,
     as_json: Json = False,
@@ -773,17 +777,22 @@ def plan(
                     f"{r.batch_size:,}{f', {r.seq_len:,} tokens' if r.seq_len else ''}: "
                     f"{r.fitting:,} of {r.evaluated:,} layouts fit (top {min(top, len(r.rows))})",
               box=box.SIMPLE_HEAD, pad_edge=False)
+    # USD per 1M tokens (a transformer) or samples, at the plan's price × its GPUs
+    per = "tok" if any(row.usd_per_1m_tokens is not None for row in r.rows) else "samples"
+    usd_col = [f"USD/1M {per}"] if r.usd_per_gpu_hour is not None else []
     for col in ("#", "D", "T", "P", "m", "recomp", "ZeRO", "ms/iter", "tok/s", "MFU",
-                "MiB/GPU", "fit"):
+                "MiB/GPU", *usd_col, "fit"):
         t.add_column(col, justify="left" if col in ("recomp", "fit") else "right",
                      no_wrap=True)
     for row in r.rows[:top]:
         style = "bold green" if r.winner is not None and row is r.winner else None
+        usd = ([val(row.usd_per_1m_tokens if per == "tok" else row.usd_per_1m_samples,
+                    "{:,.3g}")] if usd_col else [])
         t.add_row(str(row.rank), str(row.data_parallel), str(row.tensor_parallel),
                   str(row.pipeline_parallel), str(row.micro_batch_size),
                   {"selective": "sel"}.get(row.recompute, row.recompute), str(row.zero),
                   f"{row.time_ms:,.0f}", val(row.tokens_per_s, "{:,.0f}"),
-                  val(row.mfu, "{:.0%}"), f"{row.memory_mb:,.0f}",
+                  val(row.mfu, "{:.0%}"), f"{row.memory_mb:,.0f}", *usd,
                   "yes" if row.fits else "[red]no[/red]", style=style)
     out.print(t)
     if r.winner is not None:
@@ -791,7 +800,10 @@ def plan(
         out.print(f"winner: [bold]D={w.data_parallel} T={w.tensor_parallel} "
                   f"P={w.pipeline_parallel} m={w.micro_batch_size} recompute={w.recompute} "
                   f"ZeRO-{w.zero}[/bold] — {w.time_ms:,.1f} ms per iteration, "
-                  f"{w.memory_mb:,.0f} MiB per GPU", highlight=False)
+                  f"{w.memory_mb:,.0f} MiB per GPU"
+                  + (f", {r.usd_per_hour:,.2f} USD per hour for {r.gpus:,} GPUs "
+                     f"({r.usd_per_hour * w.time_ms / 3.6e6 * 1e3:,.3g} USD per 1,000 "
+                     f"iterations)" if r.usd_per_hour is not None else ""), highlight=False)
     else:
         out.print("[red]no layout fits[/red]", highlight=False)
     out.print(f"[dim]{r.evaluated:,} layouts in {r.elapsed_s:,.1f} s"

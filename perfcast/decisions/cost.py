@@ -3,7 +3,8 @@
 TraPPM §VI-D's example: a training step of 350 ms for 2×10⁵ iterations is 19.44 h; at
 2.934 USD per A100-hour that is ≈ 57 USD. :func:`estimate_cost` does that arithmetic from a
 perfcast prediction (or a given step time) and adds energy and CO2e, saying where each number
-came from. Prices and grid intensities come from :mod:`perfcast.decisions.tables`.
+came from. Prices come from the public price table (:mod:`perfcast.decisions.prices`: provider,
+instance, date and source of each), grid intensities from :mod:`perfcast.decisions.tables`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfcast.decisions.tables import (
-    carbon_lookup,
-    price_rows,
-    price_source,
-    provider_name,
-    world_average_known,
-)
+from perfcast.decisions.prices import choose_price
+from perfcast.decisions.tables import carbon_lookup, world_average_known
 from perfcast.errors import PerfcastError, unknown_choice
 
 # --------------------------------------------------------------------------------------------
@@ -32,8 +28,12 @@ class CostEstimate:
     ``time_ms_per_iteration``: step (or batch) time, ms; ``hours`` = time × iterations;
     ``usd_per_gpu_hour`` × ``gpus`` × ``hours`` = ``usd``; ``power_w``: mean board power (W);
     ``energy_kwh`` = power × hours × ``pue``; ``carbon_g_per_kwh``: grid intensity (g CO2e/kWh);
-    ``kg_co2e`` = energy × intensity. ``None`` where a number is missing (``notes`` says why);
-    ``sources`` maps time/price/energy/carbon to where each number came from."""
+    ``kg_co2e`` = energy × intensity. ``None`` where a number is missing (``notes`` says why;
+    a missing price leaves ``usd`` ``None``, never 0). The price: ``provider``,
+    ``price_source`` (the table row's URL, or ``given``), ``price_as_of`` (the row's date, or
+    ``undated catalog snapshot (commit …)``) and ``price_row`` (the whole row: instance type,
+    region, GPUs per instance …); ``sources`` maps time/price/energy/carbon to where each
+    number came from."""
 
     model: str | None
     device: str
@@ -47,6 +47,9 @@ class CostEstimate:
     provider: str | None = None
     usd_per_gpu_hour: float | None = None
     usd: float | None = None
+    price_source: str | None = None
+    price_as_of: str | None = None
+    price_row: dict[str, Any] | None = None
     power_w: float | None = None
     pue: float = 1.0
     energy_kwh: float | None = None
@@ -117,7 +120,8 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     to ``perfcast.api.DEFAULT_BATCH[mode]``). Time per iteration: ``time_ms`` (ms) if given, else
     :func:`perfcast.predict`'s ``time_ms`` for ``model`` (``precision``, ``optimizer``,
     ``input_size``, ``seq_len``, ``predictor`` are passed on). Price: ``price_per_hour`` (USD per
-    GPU-hour) if given, else :func:`price_for` (cheapest on-demand row, or ``provider``'s).
+    GPU-hour) if given, else :func:`~perfcast.decisions.prices.choose_price` (``provider``'s
+    latest on-demand row, or the lowest provider's).
     Power: ``power_w`` (W) if given, else the predicted energy per iteration, else the device's
     TDP from the registry (an upper-bound estimate); ``pue`` (≥ 1) multiplies the energy.
     Carbon: ``region`` (see :func:`carbon_intensity`), else the world average when the table
@@ -146,6 +150,7 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
         power_w = _positive("power_w", power_w)
     if model is None and time_ms is None:
         raise PerfcastError("give a model to predict the step time from, or time_ms (--time-ms)")
+    choice = choose_price(dev, provider, price_per_hour)
 
     notes: list[str] = []
     sources: dict[str, str] = {}
@@ -169,26 +174,8 @@ def estimate_cost(model: Any = None, *, device: str, iterations: int | None = No
     gpus = _positive_int("gpus", gpus)
     out = CostEstimate(model=label, device=dev.key, mode=mode, precision=precision,
                        batch_size=batch_size, iterations=n_iter, time_ms_per_iteration=step_ms,
-                       hours=hours, provider=provider_name(provider) if provider else None, pue=pue,
-                       sources=sources, notes=notes, gpus=gpus)
-
-    # price
-    if price_per_hour is not None:
-        out.usd_per_gpu_hour = price_per_hour
-        sources["price"] = "given"
-    else:
-        found = price_rows(dev.key, provider)
-        if found:
-            row = found[0]
-            out.usd_per_gpu_hour, out.provider = row["usd_per_gpu_hour"], row["provider"]
-            sources["price"] = price_source(row)
-            if provider is None:
-                notes.append(f"price: cheapest on-demand price on file for {dev.key} "
-                             f"({row['provider']}); pass --provider or --price-per-hour to choose")
-        else:
-            where = f" from {provider_name(provider)}" if provider else ""
-            notes.append(f"price: no price on file for {dev.key}{where}; pass --price-per-hour "
-                         f"(USD per GPU-hour) to get a cost")
+                       hours=hours, pue=pue, sources=sources, notes=notes, gpus=gpus)
+    _apply_price(out, choice)
     if out.usd_per_gpu_hour is not None:
         out.usd = hours * out.usd_per_gpu_hour * out.gpus
     if pred is not None and pred.time_ms_low is not None and pred.time_ms_high is not None:
@@ -271,6 +258,7 @@ def estimate_generation_cost(model, *, device: str, requests: int,
                               tensor_parallel=tensor_parallel))
     req.require_lengths()
     dev = get_device(device)
+    choice = choose_price(dev, provider, price_per_hour)
     p = predict_generation(req, dev)
     framework, tensor_parallel = req.engine, req.tensor_parallel
     batch_size, input_len, output_len = req.batch_size, req.input_len, req.output_len
@@ -279,25 +267,13 @@ def estimate_generation_cost(model, *, device: str, requests: int,
     hours = p.time_ms * batches / 3.6e6
     out = CostEstimate(model=req.spec, device=dev.key, mode="generate", precision=req.precision,
                        batch_size=batch_size, iterations=batches, time_ms_per_iteration=p.time_ms,
-                       hours=hours, gpus=tensor_parallel,
-                       provider=provider_name(provider) if provider else None, pue=pue,
+                       hours=hours, gpus=tensor_parallel, pue=pue,
                        sources={"time": f"predicted ({p.predictor.get('time_ms')})"},
                        notes=[f"iterations: {requests:,} requests in {batches:,} batches of "
                               f"{per_batch} ({input_len:,} → {output_len:,} tokens each, "
                               f"{framework}, {tensor_parallel} device(s))"])
     out.notes.extend(n for n in p.notes if not n.startswith("memory_mb"))
-    if price_per_hour is not None:
-        out.usd_per_gpu_hour = price_per_hour
-        out.sources["price"] = "given"
-    else:
-        found = price_rows(dev.key, provider)
-        if found:
-            row = found[0]
-            out.usd_per_gpu_hour, out.provider = row["usd_per_gpu_hour"], row["provider"]
-            out.sources["price"] = price_source(row)
-        else:
-            out.notes.append(f"price: no price on file for {dev.key}; pass --price-per-hour "
-                             f"(USD per GPU-hour) to get a cost")
+    _apply_price(out, choice)
     if out.usd_per_gpu_hour is not None:
         out.usd = hours * out.usd_per_gpu_hour * tensor_parallel
     if p.energy_j is not None:
@@ -318,6 +294,17 @@ def estimate_generation_cost(model, *, device: str, requests: int,
             out.notes.append(f"carbon: no region given, so the world average ({g:g} g "
                              f"CO2e/kWh); pass --region for the grid the job runs on")
     return out
+
+
+def _apply_price(out: CostEstimate, choice) -> None:
+    """The chosen price (:class:`~perfcast.decisions.prices.PriceChoice`) into ``out``: its
+    fields, ``sources["price"]`` and its one-line note."""
+    out.usd_per_gpu_hour, out.provider = choice.usd_per_gpu_hour, choice.provider
+    out.price_source, out.price_as_of = choice.price_source, choice.price_as_of
+    out.price_row = choice.row.to_dict() if choice.row is not None else None
+    if choice.usd_per_gpu_hour is not None:
+        out.sources["price"] = choice.summary
+    out.notes.extend(choice.notes)
 
 
 __all__ = ["CostEstimate", "estimate_cost", "estimate_generation_cost"]

@@ -53,6 +53,10 @@ class PlanRow:
     fits: bool
     mfu: float | None = None
     breakdown_ms: dict[str, float] = field(default_factory=dict)
+    #: USD per million samples (and tokens, for a transformer) at the plan's price per
+    #: GPU-hour × its GPUs; ``None`` without a price
+    usd_per_1m_samples: float | None = None
+    usd_per_1m_tokens: float | None = None
 
 
 @dataclass
@@ -60,7 +64,10 @@ class Plan:
     """The ranked layouts (``rows``: those that fit, fastest first — a tie to the simpler
     layout: lower ZeRO stage, less recomputation, fewer stages — then those that do not,
     least memory first) and the ``winner`` (``None``: none fits); ``evaluated`` layouts,
-    ``fitting`` of them, ``skipped`` ones by the rule that excludes them; ``elapsed_s``."""
+    ``fitting`` of them, ``skipped`` ones by the rule that excludes them; ``elapsed_s``. The
+    price: ``usd_per_gpu_hour`` (on-demand, :func:`~perfcast.decisions.prices.choose_price`, or
+    given) from ``provider``, dated ``price_as_of``, read from ``price_source``;
+    ``usd_per_hour`` = that × ``gpus``; all ``None`` without a price."""
 
     model: str
     device: str
@@ -77,6 +84,11 @@ class Plan:
     fitting: int
     skipped: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    usd_per_gpu_hour: float | None = None
+    usd_per_hour: float | None = None
+    provider: str | None = None
+    price_source: str | None = None
+    price_as_of: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
@@ -124,7 +136,11 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
     ``slo_tpot_ms``, cheapest first (:func:`perfcast.decisions.serving.plan_serving`:
     ``engine``, ``precision``, a fixed ``tensor_parallel`` or ``max_batch``, ``gpus`` = the
     most GPUs, ``price_per_hour`` / ``provider``). Returns a
-    :class:`~perfcast.decisions.serving.ServingPlan`."""
+    :class:`~perfcast.decisions.serving.ServingPlan`.
+
+    Both price the GPUs: ``price_per_hour`` (USD per GPU-hour) if given, else ``provider``'s
+    latest on-demand price, else the lowest provider's
+    (:func:`~perfcast.decisions.prices.choose_price`)."""
     from perfcast.api import as_workload
     from perfcast.devices import get_device
 
@@ -135,8 +151,7 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
         raise unknown_choice("plan mode", mode, PLAN_MODES)
     serving = {"--rate": rate, "--input-len": input_len, "--output-len": output_len,
                "--slo-ttft": slo_ttft_ms, "--slo-tpot": slo_tpot_ms, "--engine": engine,
-               "--max-batch": max_batch, "--price-per-hour": price_per_hour,
-               "--provider": provider}
+               "--max-batch": max_batch}
     if mode == "generate":
         training = {"--cluster": cluster, "--batch-size": batch_size, "--seq-len": seq_len,
                     "--data-parallel": data_parallel,
@@ -168,6 +183,9 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or gpus > MAX_GPUS:
         raise PerfcastError(f"--gpus must be a whole number in 1..{MAX_GPUS:,}, got {gpus!r}")
     dev = get_device(device)
+    from perfcast.decisions.prices import choose_price
+
+    price = choose_price(dev, provider, price_per_hour)  # a wrong provider fails before work
     recs = _choices("recompute", recompute, RECOMPUTE)
     zeros = [int(z) for z in _choices("zero", zero, ZERO_STAGES)]
     if schedule not in SCHEDULES:
@@ -195,9 +213,29 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
     if batch_size is None:
         notes.append(f"batch_size: {b} global (none given: max(32, GPUs))")
     if w.model.kind == "hf":
-        return _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
-                                 progress, notes, t0)
-    return _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, notes, t0)
+        out = _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
+                                progress, notes, t0)
+    else:
+        out = _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, notes,
+                                  t0)
+    return _priced(out, price)
+
+
+def _priced(p: Plan, price) -> Plan:
+    """The plan with its price (a :class:`~perfcast.decisions.prices.PriceChoice`): the fields,
+    USD per hour of the ``gpus``, each row's USD per million samples / tokens, the note."""
+    p.usd_per_gpu_hour, p.provider = price.usd_per_gpu_hour, price.provider
+    p.price_source, p.price_as_of = price.price_source, price.price_as_of
+    p.notes.extend(price.notes)
+    if p.usd_per_gpu_hour is None:
+        return p
+    p.usd_per_hour = p.usd_per_gpu_hour * p.gpus
+    for r in p.rows:
+        if r.samples_per_s:
+            r.usd_per_1m_samples = p.usd_per_hour / (r.samples_per_s * 3600) * 1e6
+        if r.tokens_per_s:
+            r.usd_per_1m_tokens = p.usd_per_hour / (r.tokens_per_s * 3600) * 1e6
+    return p
 
 
 def _choices(name: str, value, allowed) -> list:

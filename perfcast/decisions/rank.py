@@ -17,9 +17,11 @@ from perfcast.workload import OBJECTIVES
 @dataclass
 class DeviceRank:
     """One device: ``time_ms`` per batch, ``memory_mb`` predicted peak vs ``capacity_mb`` (MiB),
-    ``usd_per_hour`` (cheapest on-demand GPU-hour on file), ``usd`` and ``energy_kwh`` for the
-    job's ``iterations`` batches, ``power_w`` used for the energy (an estimate: TDP);
-    ``trained_records``: labeled records behind a learned time (few = treat with care)."""
+    ``usd_per_gpu_hour`` (on-demand, :func:`~perfcast.decisions.prices.choose_price`: from
+    ``provider``, dated ``price_as_of``, read from ``price_source``; ``None``: no price, and
+    then ``usd`` is ``None`` too), ``usd`` and ``energy_kwh`` for the job's ``iterations``
+    batches, ``power_w`` used for the energy (an estimate: TDP); ``trained_records``: labeled
+    records behind a learned time (few = treat with care)."""
 
     rank: int
     device: str
@@ -31,11 +33,14 @@ class DeviceRank:
     memory_mb: float | None
     capacity_mb: float | None
     fits: bool | None
-    usd_per_hour: float | None
+    usd_per_gpu_hour: float | None
     usd: float | None
     power_w: float | None
     energy_kwh: float | None
     trained_records: int | None = None
+    provider: str | None = None
+    price_source: str | None = None
+    price_as_of: str | None = None
     #: where ``energy_kwh`` came from: ``power-model`` (perfcast.energy's prediction at the
     #: default power limit, TDP) or ``tdp`` (time × TDP: an upper bound)
     energy_source: str | None = None
@@ -107,9 +112,11 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
     """Predict ``model`` on every device in ``devices`` (``"all"``, a comma list or a list of
     registry keys) and sort by ``objective`` (``time`` per batch, ``cost`` or ``energy`` of
     ``iterations`` batches). ``precision=None``: each device's measured precision.
-    ``predict_kwargs`` go to :func:`perfcast.predict`."""
+    ``predict_kwargs`` go to :func:`perfcast.predict`. Prices: ``provider``'s latest on-demand
+    price per GPU-hour, or the lowest provider's (:func:`~perfcast.decisions.prices.
+    choose_price`); a device without one has no ``usd`` and ranks after those with one."""
     from perfcast.api import DEFAULT_BATCH, parse_request, predict_workload
-    from perfcast.decisions.tables import price_for
+    from perfcast.decisions.prices import check_provider, choose_price, find_price_table
     from perfcast.devices import device_keys, get_device
 
     if objective not in OBJECTIVES:
@@ -125,12 +132,13 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
             raise PerfcastError("no devices given (use all or a comma list such as "
                                 "rtx4090,a100-40gb)")
     devs = [get_device(k) for k in keys]  # unknown keys fail here, before any work
-    if provider is not None:
-        price_for(devs[0].key, provider)  # validates the provider name
+    table = find_price_table()
+    check_provider(provider, table)  # an unknown provider fails before any prediction
     w, opts = parse_request(model, mode=mode, precision=precision, **predict_kwargs)
     w = w.replace(batch_size=batch_size or DEFAULT_BATCH[w.mode])
     batch_size = w.batch_size
     rows: list[DeviceRank] = []
+    price_notes: list[str] = []
     label = w.spec
     for dev in devs:
         p = predict_workload(w, dev, **opts)
@@ -139,8 +147,9 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
         time_source = "learned" if time_answer.learned else time_answer.source
         capacity = dev.memory_mb
         fits = (p.memory_mb <= capacity) if (p.memory_mb is not None and capacity) else None
-        price = price_for(dev.key, provider) if dev.is_gpu else None
-        usd_h = price[0] if price else None
+        price = choose_price(dev, provider, table=table, override=None)
+        usd_h = price.usd_per_gpu_hour
+        price_notes.extend(price.notes)
         hours = p.time_ms * iterations / 3.6e6 if p.time_ms else None
         if p.energy_j is not None:
             energy = p.energy_j * iterations / 3.6e6
@@ -153,14 +162,17 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
         rows.append(DeviceRank(
             rank=0, device=dev.key, kind=dev.kind, precision=p.precision, time_ms=p.time_ms,
             time_source=time_source, throughput_samples_per_s=p.throughput_samples_per_s,
-            memory_mb=p.memory_mb, capacity_mb=capacity, fits=fits, usd_per_hour=usd_h,
-            usd=usd_h * hours if (usd_h and hours) else None, power_w=power,
+            memory_mb=p.memory_mb, capacity_mb=capacity, fits=fits, usd_per_gpu_hour=usd_h,
+            usd=usd_h * hours if (usd_h is not None and hours) else None, power_w=power,
+            provider=price.provider, price_source=price.price_source,
+            price_as_of=price.price_as_of,
             energy_kwh=energy, energy_source=energy_source, predictor=dict(p.predictor),
             trained_records=(p.trained_on.get("time_ms") or {}).get("records"),
             time_ms_low=p.time_ms_low, time_ms_high=p.time_ms_high,
             coverage=p.coverage if p.time_ms_high is not None else None,
             ood_score=(p.ood or {}).get("score"),
-            notes=[n for n in (p.route.precision_note, *time_answer.notes) if n]))
+            notes=[n for n in (p.route.precision_note, *time_answer.notes, *price.notes)
+                   if n]))
     key = {"time": "time_ms", "cost": "usd", "energy": "energy_kwh"}[objective]
 
     def order(d: DeviceRank):
@@ -178,8 +190,16 @@ def rank(model: Any, *, devices: str | list[str] = "all", objective: str = "time
              "limit = TDP) × time on GPUs (energy_source power-model); time × TDP where no "
              "energy prediction exists, e.g. CPUs (energy_source tdp: an upper-bound estimate "
              "of the board power)"]
+    rule = (f"{provider}'s latest-dated on-demand price" if provider else
+            "the lowest of the providers' latest-dated on-demand prices (--provider to choose "
+            "one)")
+    where = table.path if table is not None else "no price table found"
+    notes.append(f"cost: USD = hours × GPU-hour price, {rule}, from the public price table "
+                 f"({where}); a device without a price has no USD")
     if objective == "cost":
-        notes.append("cost: cheapest on-demand GPU-hour on file (perfcast/decisions/data/"
-                     "prices.json); devices without a price have no cost")
+        notes.extend(price_notes)  # provider, instance and date of every price, one line each
+    else:
+        notes.append("cost: each device's provider, instance and price date are in its notes "
+                     "(--json), and in these notes with --objective cost")
     return Ranking(model=label, mode=mode, batch_size=batch_size, objective=objective,
                    iterations=iterations, devices=rows, notes=notes)

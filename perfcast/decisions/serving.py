@@ -33,8 +33,9 @@ scheduler), fed ``λ = rate / R`` requests/s:
 busy, it spends ``ρ`` of the time in prefill and the rest in decode steps of ``N``, each at its
 phase power (:class:`perfcast.llm.energy.PhasePower`); idle, at idle power. Energy per output
 token = replica power × ``R·T`` GPUs ÷ (rate × ``O``). **Price**: the device's on-demand price
-per GPU-hour (:mod:`perfcast.decisions.tables`, or ``price_per_hour``) × ``R·T`` ÷ the tokens
-an hour serves: USD per million output tokens and per million tokens (prompt + output).
+per GPU-hour (:func:`perfcast.decisions.prices.choose_price`: ``provider``'s latest, or the
+lowest provider's; or ``price_per_hour``) × ``R·T`` ÷ the tokens an hour serves: USD per
+million output tokens and per million tokens (prompt + output).
 
 The model is checked against the latency–throughput curves of ML.ENERGY's vLLM runs (a
 saturated server at each ``max batch``: token throughput and TPOT) in ``reports/llm/``.
@@ -109,6 +110,10 @@ class ServingPlan:
     evaluated: int
     feasible: int
     elapsed_s: float = 0.0
+    #: the price's ``provider`` and date (``YYYY-MM-DD`` or ``undated catalog snapshot
+    #: (commit …)``); ``price_source`` is the row's URL, or ``given``
+    provider: str | None = None
+    price_as_of: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
@@ -279,9 +284,10 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
     """Rank the deployments of ``model`` on ``device`` serving ``rate`` requests/s of
     ``input_len`` → ``output_len`` tokens (module docstring). ``tensor_parallel`` /
     ``max_batch`` fix part of the search; ``max_gpus`` caps ``R·T``; ``price_per_hour`` (USD
-    per GPU-hour) or ``provider`` choose the price (default: the cheapest on file)."""
+    per GPU-hour) or ``provider`` choose the price (default: the lowest provider's latest
+    on-demand price, :func:`~perfcast.decisions.prices.choose_price`)."""
     from perfcast.api import as_workload
-    from perfcast.decisions.tables import price_rows, price_source
+    from perfcast.decisions.prices import choose_price
     from perfcast.devices import get_device
     from perfcast.generation import _fits_fn, resolve
     from perfcast.llm.arch import llm_arch
@@ -312,20 +318,11 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
     per_node = int(getattr(dev, "gpus_per_node", None) or 8)
     tps = [tensor_parallel] if tensor_parallel else \
         _tensor_parallel_options(arch, req.engine, per_node)
-    src = None
-    if price is None:
-        found = price_rows(dev.key, provider)
-        if found:
-            price, src = float(found[0]["usd_per_gpu_hour"]), price_source(found[0])
-            notes.append(f"price: {price:g} USD per GPU-hour, the cheapest on-demand price on "
-                         f"file for {dev.key} ({found[0]['provider']}); --price-per-hour for "
-                         f"yours")
-        else:
-            notes.append(f"price: none on file for {dev.key}: deployments are ranked by "
-                         f"GPU-hours (the same order at any price per GPU-hour); pass "
-                         f"--price-per-hour for USD")
-    else:
-        src = "given"
+    choice = choose_price(dev, provider, price)
+    price = choice.usd_per_gpu_hour
+    notes.extend(choice.notes)
+    if price is None:  # still one line: the no-price note says how the order holds
+        notes[-1] += "; deployments are ranked by GPU-hours, the same order at any price"
     # candidate replicas: (T, max batches) with what fits in memory
     cands: list[tuple[int, int, Any]] = []
     skipped: list[str] = []
@@ -434,7 +431,9 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
     return ServingPlan(model=req.spec, device=dev.key, mode="generate", engine=req.engine,
                        precision=req.precision, rate=rate, input_len=req.input_len,
                        output_len=req.output_len, slo_ttft_ms=slo_ttft_ms,
-                       slo_tpot_ms=slo_tpot_ms, usd_per_gpu_hour=price, price_source=src,
+                       slo_tpot_ms=slo_tpot_ms, usd_per_gpu_hour=price,
+                       price_source=choice.price_source, provider=choice.provider,
+                       price_as_of=choice.price_as_of,
                        rows=rows, winner=winner, evaluated=len(rows), feasible=feasible,
                        elapsed_s=time.perf_counter() - t0, notes=notes)
 

@@ -1,12 +1,11 @@
-"""Price and carbon tables of the cost decision (package data, ``perfcast/decisions/data/``).
+"""Carbon table of the cost decision (package data, ``perfcast/decisions/data/``) and the
+provider names shared with the price table.
 
-* ``prices.json`` — on-demand USD per instance-hour and per GPU-hour per provider, instance and
-  perfcast device key, each row with its published source. Override the whole table with
-  ``$PERFCAST_PRICES`` (a JSON file of the same schema) or a single price with
-  ``price_per_hour``.
 * ``carbon_intensity.json`` — g CO2e/kWh per country (ISO3) and per cloud region, plus the
   world average, built from codecarbon's data by ``scripts/build_carbon_table.py``. Override
   with ``$PERFCAST_CARBON``.
+
+GPU prices are not shipped: :mod:`perfcast.decisions.prices` reads the public price table.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from perfcast.errors import PerfcastError
 from perfcast.paths import package_data
 
 _DATA = package_data("decisions", "data")
-PRICES_FILE = _DATA / "prices.json"
 CARBON_FILE = _DATA / "carbon_intensity.json"
 
 #: Other names accepted for a provider.
@@ -40,12 +38,6 @@ _NO_REGION_DATA = ("{p} publishes no per-region carbon intensity (the table has 
 # --------------------------------------------------------------------------------------------
 # tables
 # --------------------------------------------------------------------------------------------
-
-def prices_path() -> Path:
-    """``$PERFCAST_PRICES`` or the shipped ``data/prices.json``."""
-    env = os.environ.get("PERFCAST_PRICES")
-    return Path(env).expanduser() if env else PRICES_FILE
-
 
 def carbon_path() -> Path:
     """``$PERFCAST_CARBON`` or the shipped ``data/carbon_intensity.json``."""
@@ -79,53 +71,6 @@ def _number(row: dict, key: str, where: str, *, positive: bool = True) -> float:
         raise PerfcastError(f"{where}: {key} must be finite and {'> 0' if positive else '>= 0'}, "
                             f"got {row.get(key)!r}")
     return value
-
-
-def _price_row(row: Any, i: int, path: Path) -> dict[str, Any]:
-    where = f"{path.name} price row {i}"
-    if not isinstance(row, dict):
-        raise PerfcastError(f"{where}: expected an object, got {type(row).__name__}")
-    for key in ("provider", "device"):
-        if not isinstance(row.get(key), str) or not row[key].strip():
-            raise PerfcastError(f"{where}: '{key}' must be a non-empty string")
-    gpus = row.get("gpus", 1)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
-        raise PerfcastError(f"{where}: gpus must be a positive integer, got {gpus!r}")
-    out = dict(row)
-    out["provider"] = row["provider"].strip().lower()
-    out["device"] = row["device"].strip().lower()
-    out["gpus"] = gpus
-    if row.get("usd_per_gpu_hour") is not None:
-        out["usd_per_gpu_hour"] = _number(row, "usd_per_gpu_hour", where, positive=False)
-        if row.get("usd_per_hour") is None:
-            out["usd_per_hour"] = out["usd_per_gpu_hour"] * gpus
-        else:
-            out["usd_per_hour"] = _number(row, "usd_per_hour", where, positive=False)
-    elif row.get("usd_per_hour") is not None:
-        out["usd_per_hour"] = _number(row, "usd_per_hour", where, positive=False)
-        out["usd_per_gpu_hour"] = out["usd_per_hour"] / gpus
-    else:
-        raise PerfcastError(f"{where}: give usd_per_gpu_hour or usd_per_hour")
-    out.setdefault("instance", None)
-    out["source"] = row.get("source") or str(path)
-    out.setdefault("as_of", None)
-    return out
-
-
-def load_prices(path: str | Path | None = None) -> list[dict[str, Any]]:
-    """Validated price rows of ``path``, else ``$PERFCAST_PRICES``, else the shipped table.
-
-    Each row: ``provider``, ``instance``, ``device`` (perfcast device key), ``gpus``,
-    ``usd_per_hour`` (USD per instance-hour), ``usd_per_gpu_hour`` (= usd_per_hour / gpus),
-    ``source``, ``as_of``. A user file is ``{"prices": [rows]}`` or a bare list of rows; a row
-    needs ``provider``, ``device`` and one of the two prices (``gpus`` defaults to 1).
-    """
-    p = Path(path).expanduser() if path else prices_path()
-    doc = _read_json(p, "price")
-    rows = doc.get("prices") if isinstance(doc, dict) else doc
-    if not isinstance(rows, list):
-        raise PerfcastError(f"{p}: expected a 'prices' list of rows")
-    return [_price_row(r, i, p) for i, r in enumerate(rows)]
 
 
 def load_carbon(path: str | Path | None = None) -> dict[str, Any]:
@@ -184,46 +129,9 @@ def _carbon_cached(path: str, mtime_ns: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 def provider_name(name: str) -> str:
+    """A provider's canonical name: lower case, aliases resolved (``google`` → ``gcp``)."""
     q = str(name).strip().lower()
     return PROVIDER_ALIASES.get(q, q)
-
-
-def price_source(row: dict[str, Any]) -> str:
-    gpus = row["gpus"]
-    inst = f" {row['instance']}" if row.get("instance") else ""
-    split = f" ÷ {gpus} GPUs" if gpus > 1 else ""
-    when = f" [as of {row['as_of']}]" if row.get("as_of") else ""
-    return (f"{row['provider']}{inst}: {row['usd_per_hour']:g} USD/h{split}; "
-            f"{row['source']}{when}")
-
-
-def price_rows(device: str, provider: str | None = None,
-               path: str | Path | None = None) -> list[dict[str, Any]]:
-    """Price rows for ``device`` (and ``provider``), cheapest per GPU-hour first."""
-    rows = load_prices(path)
-    dev = str(device).strip().lower()
-    if provider is not None:
-        prov = provider_name(provider)
-        known = sorted({r["provider"] for r in rows})
-        if prov not in known:
-            close = difflib.get_close_matches(prov, known, n=3, cutoff=0.5)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise PerfcastError(f"unknown provider '{provider}'; {hint}known providers: "
-                                f"{', '.join(known)}")
-        rows = [r for r in rows if r["provider"] == prov]
-    rows = [r for r in rows if r["device"] == dev]
-    return sorted(rows, key=lambda r: (r["usd_per_gpu_hour"], r["gpus"]))
-
-
-def price_for(device: str, provider: str | None = None, *,
-              path: str | Path | None = None) -> tuple[float, str] | None:
-    """``(USD per GPU-hour, source)`` of the cheapest on-demand row for ``device`` (of
-    ``provider`` when given), or ``None`` when the table has no price for it. An unknown
-    ``provider`` is a :class:`PerfcastError` listing the known ones."""
-    rows = price_rows(device, provider, path)
-    if not rows:
-        return None
-    return rows[0]["usd_per_gpu_hour"], price_source(rows[0])
 
 
 def carbon_lookup(region: str, path: str | Path | None = None) -> tuple[float, str, str]:
@@ -301,6 +209,5 @@ def world_average_known() -> bool:
     return _carbon(carbon_path())["world"] is not None
 
 
-__all__ = ["CARBON_FILE", "PRICES_FILE", "PROVIDER_ALIASES", "carbon_intensity", "carbon_lookup",
-           "carbon_path", "load_carbon", "load_prices", "price_for", "price_rows", "price_source",
-           "prices_path", "provider_name", "world_average_known"]
+__all__ = ["CARBON_FILE", "PROVIDER_ALIASES", "carbon_intensity", "carbon_lookup",
+           "carbon_path", "load_carbon", "provider_name", "world_average_known"]
