@@ -27,12 +27,13 @@ from typing import Any
 
 from perfcast._memo import Memo
 
-#: Spec numbers compared by :func:`dominates` (higher is better for every one; FP64, which no
-#: request perfcast answers runs in, is left out: spec sheets of deep-learning GPUs often omit it).
+#: Spec numbers compared by :func:`dominates` without a precision (higher is better for every
+#: one): those some model reads. FP64, which no request perfcast answers runs in, is left out
+#: (spec sheets of deep-learning GPUs often omit it), and so are the cores per SM and the
+#: clock, which no model reads (the FP32 peak they multiply to is compared).
 SPEC_NUMBERS = ("peak_fp32_tflops", "peak_fp32_matrix_tflops", "peak_tf32_tflops",
                 "peak_fp16_tflops", "peak_bf16_tflops", "memory_gb",
-                "bandwidth_gbs", "sm_count", "fp32_cores_per_sm", "boost_clock_mhz", "l2_mb",
-                "tdp_w")
+                "bandwidth_gbs", "sm_count", "l2_mb", "tdp_w")
 #: Weight of the anchors' mean residual per regime (precision of the request), chosen by the
 #: held-out evaluation of ``benchmarks/crossdevice_report.py`` (reports/crossdevice/README.md,
 #: "Anchor transfer per regime": half-precision CNNs 1, fp32 CNNs ¾ — transformers 0, but no
@@ -46,23 +47,38 @@ ANCHOR_TRANSFER = "anchor-transfer"
 DOMINANCE_BOUND = "time-dominance"
 
 
-def dominates(x, a) -> bool:
-    """Whether GPU ``x`` is at least as good as GPU ``a`` in every spec number ``a`` states
-    (:data:`SPEC_NUMBERS`, derived fields filled: :func:`perfcast.devices.derive.complete`); a
-    number ``a`` states and ``x`` does not makes them incomparable."""
+def dominates(x, a, precision: str | None = None, tf32: str = "default") -> bool:
+    """Whether GPU ``x`` is at least as good as GPU ``a`` for a run at ``precision``
+    (:data:`perfcast.workload.PRECISIONS`): in the peak of the units its GEMMs and its
+    convolutions run on there (:func:`perfcast.predictors.crossdevice.peak_unit` — the FP16 /
+    bf16 tensor peak for amp / fp16 / bf16 where the GPU has tensor cores; for fp32, TF32 for
+    the convolutions where the GPU has TF32 units and ``tf32`` is not ``off`` (PyTorch's
+    default) and the FP32 peak for the matmuls unless ``tf32="on"``, FP32 matrix cores on AMD
+    CDNA; else FP32), in memory bandwidth and in memory. ``precision=None``: in every spec
+    number ``a`` states (:data:`SPEC_NUMBERS`; a number ``a`` states and ``x`` does not makes
+    them incomparable). Derived fields are filled first on both
+    (:func:`perfcast.devices.derive.complete`), so a spec sheet without a TF32 peak or a
+    compute capability is compared by the derived ones."""
     from perfcast.devices.derive import complete
 
     if not (x.is_gpu and a.is_gpu) or x.key == a.key:
         return False
     x, a = complete(x)[0], complete(a)[0]
-    for name in SPEC_NUMBERS:
-        va = getattr(a, name)
-        if va is None:
-            continue
-        vx = getattr(x, name)
-        if vx is None or float(vx) < float(va):
+
+    def at_least(vx, va) -> bool:
+        return va is None or (vx is not None and float(vx) >= float(va))
+
+    if precision is None:
+        return all(at_least(getattr(x, name), getattr(a, name)) for name in SPEC_NUMBERS)
+    from perfcast.predictors.crossdevice import peak_unit
+
+    for kc in ("gemm", "conv"):
+        vx = x.peak_tflops(peak_unit(kc, precision, x, tf32))
+        va = a.peak_tflops(peak_unit(kc, precision, a, tf32))
+        if vx is None or va is None or float(vx) < float(va):
             return False
-    return True
+    return all(getattr(x, n) is not None and at_least(getattr(x, n), getattr(a, n))
+               for n in ("bandwidth_gbs", "memory_gb"))
 
 
 def anchor_entries(mode: str, precision: str) -> list[dict[str, Any]]:
@@ -123,12 +139,13 @@ def finals(req, answer, time_bounds) -> dict[str, float]:
         time_bounds(ans, sub)
         out[sub.device.key] = float(ans.value)
     devs = {k: get_device(k) for k in out}
+    tf32 = getattr(req.w, "tf32", None) or "default"
     changed = True
     while changed:  # a few GPUs: cap until stable
         changed = False
         for k in out:
             for j in out:
-                if dominates(devs[k], devs[j]) and out[j] < out[k]:
+                if dominates(devs[k], devs[j], req.w.precision, tf32) and out[j] < out[k]:
                     out[k], changed = out[j], True
     req._anchor_finals = out
     return out
@@ -213,19 +230,40 @@ def anchored(base_pred, req):
 
 def dominance(ans, req, time_bounds) -> None:
     """Cap the bounded time answer at the final answer of every anchor GPU the request's GPU
-    dominates (module docstring); ``time_bounds``: routing's bounds of a time answer."""
+    dominates for the request's precision (:func:`dominates`: the peak its kernels run at,
+    bandwidth, memory); ``time_bounds``: routing's bounds of a time answer. A derived spec field
+    the comparison read is said in ``notes``."""
     from perfcast.devices import get_device
 
     if ans.value is None or not req.device.is_gpu or req.w.model.kind == "nn.Module":
         return
+    prec = req.w.precision
+    tf32 = getattr(req.w, "tf32", None) or "default"
     below = [(t, k) for k, t in finals(req, ans, time_bounds).items()
-             if dominates(req.device, get_device(k))]
+             if dominates(req.device, get_device(k), prec, tf32)]
     if below:
         t, k = min(below)
         if t < ans.value:
-            req.notes.append(f"time_ms: {ans.value:,.4g} ms would be slower than {k}'s own "
-                             f"answer {t:,.4g} ms, and {req.device.key} is at least as good as "
-                             f"{k} in every spec number — capped at it")
+            from perfcast.devices.derive import complete, notes_for
+
+            if prec is None:
+                what, fields = "every spec number", set(SPEC_NUMBERS)
+            else:
+                from perfcast.predictors.crossdevice import peak_unit
+
+                x = complete(req.device)[0]
+                units = sorted({peak_unit(kc, prec, x, tf32) for kc in ("gemm", "conv")})
+                what = (f"what a {prec} run uses (the {' / '.join(units)} peak of its GEMMs and "
+                        f"convolutions, memory bandwidth, memory)")
+                fields = {f"peak_{u}_tflops" for u in units} | {"compute_capability"}
+            msg = (f"time_ms: {ans.value:,.4g} ms would be slower than {k}'s own answer "
+                   f"{t:,.4g} ms, and {req.device.key} is at least as good as {k} in {what} — "
+                   f"capped at it")
+            req.notes.append(msg)
+            ans.notes.append(msg)
+            for n in notes_for(req.device, fields):
+                if f"time_ms: {n}" not in req.notes:
+                    req.notes.append(f"time_ms: {n}")
             ans.value = float(t)
             ans.bounds.append(DOMINANCE_BOUND)
 

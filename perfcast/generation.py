@@ -165,6 +165,22 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
             "activations": act / n, "runtime": _runtime_overhead_mb()}
 
 
+def _completed(device, precision: str, notes: list[str] | None = None):
+    """``device`` with the spec fields its sheet left out derived by a stated rule
+    (:func:`perfcast.devices.derive.complete`: a bf16 peak, the compute capability, the
+    architecture year …); the derivations of the fields generation reads — the peak of the
+    precision its GEMMs run in, the architecture year the power model reads — are appended to
+    ``notes``."""
+    from perfcast.devices.derive import complete, notes_for
+    from perfcast.llm.physics import COMPUTE_PRECISION
+
+    done = complete(device)[0]
+    if notes is not None:
+        comp = COMPUTE_PRECISION.get(precision, "fp16")
+        notes.extend(notes_for(device, {f"peak_{comp}_tflops", "arch_year"}))
+    return done
+
+
 def _serving_dominance(x, a, precision: str) -> str | None:
     """Why GPU ``x`` serves no slower than GPU ``a`` (``None`` when it need not). Only within a
     vendor — the engines run other kernels on another vendor's GPUs (llama.cpp's HIP backend on
@@ -392,6 +408,7 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
                                engine=req.engine, precision=req.precision,
                                batch_size=req.batch_size, input_len=req.input_len,
                                output_len=req.output_len, tensor_parallel=req.tensor_parallel)
+    device = _completed(device, req.precision, out.notes)
     llama = req.engine == "llama.cpp"
     seqs = 1 if llama else req.batch_size
     if llama:
@@ -589,6 +606,7 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
 
     req = resolve(req)
     req.require_lengths()
+    device = _completed(device, req.precision)
     if req.output_len < 2:
         raise PerfcastError("a decode step needs --output-len ≥ 2")
     llama = req.engine == "llama.cpp"

@@ -103,10 +103,11 @@ def test_new_gpu_from_its_spec_is_answered_by_crossdevice(tmp_path):
                            batch_size=16, precision="amp")
     assert ref.time_ms == pytest.approx(p.time_ms)  # the same spec, the same answer
     assert p.route.answers["time_ms"].source == "learned"
-    # the roofline is still there when asked for
+    # the roofline is still there when asked for (both answers may be capped at the RTX 4090's
+    # own: an H100 is at least as good as it in what an amp run uses — perfcast.anchors)
     roof = perfcast.predict("timm:resnet10t", device=str(path), input_size="3,64,64",
                             batch_size=16, precision="amp", predictor="roofline")
-    assert roof.predictor["time_ms"] == "roofline" and roof.time_ms < p.time_ms
+    assert roof.predictor["time_ms"] == "roofline" and roof.time_ms <= p.time_ms
 
 
 @pytest.mark.shared_data("pytorch-gpu-benchmark-torchvision.csv")

@@ -32,6 +32,9 @@ GPU_KEYS = [
     "quadro-rtx-6000",
 ]
 REQUIRED_KEYS = [*GPU_KEYS, "i9-10940x", "i7-12700h"]
+#: Datasheet rows for GPUs users ask about and price lists name (issue #38), after the CPUs;
+#: their conventions are checked in tests/test_spec_derivation.py.
+ADDED_GPU_KEYS = ["b200", "gh200", "l40s", "a10g", "rtx6000-ada", "rtx5090"]
 
 A100_40_MIG = ["1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
 A100_80_MIG = ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
@@ -546,7 +549,7 @@ def test_cli_devices_lists_as_before(capsys):
     from perfcast.devices import device_origin
 
     keys = [r["key"] for r in rows if not device_origin(r["key"]).startswith("spec file")]
-    assert keys == [*REQUIRED_KEYS, "cpu"]
+    assert keys == [*REQUIRED_KEYS, *ADDED_GPU_KEYS, "cpu"]
     code, out, _ = _main(["devices"], capsys)
     assert code == 0
     assert out.lstrip().startswith("devices") and "key" in out  # the table (wrapped to the terminal)

@@ -169,7 +169,12 @@ def step_features(flops: float, moved: float, kernels: float, time_s: float, dev
     """The :data:`FEATURES` of one step taking ``time_s`` on ``device``: achieved fractions of
     the peak FLOP/s at the precision, of the DRAM bandwidth and of the time spent launching
     kernels (log10, clipped to [1e-4, 4]), the step's arithmetic intensity over the device's
-    ridge point (log10), log2 of the batch and whether the precision is a half one."""
+    ridge point (log10), log2 of the batch and whether the precision is a half one. A peak
+    the spec leaves out is the derived one (:func:`perfcast.devices.derive.complete`; the time
+    answer's notes say so)."""
+    from perfcast.devices.derive import complete
+
+    device = complete(device)[0]
     peak = float(device.peak_tflops(precision) or device.peak_fp32_tflops) * 1e12
     bw = float(device.bandwidth_gbs) * 1e9
     t = max(float(time_s), 1e-12)

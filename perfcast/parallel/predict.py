@@ -207,6 +207,12 @@ def predict_parallel(w: Workload, device, *, cluster: Any = None,
     if cluster is None:
         notes.append(f"cluster: {cl} — the registry's defaults for {device.key} "
                      f"({cl.source or 'no source'}); give --cluster FILE.json for yours")
+    # spec fields the sheet left out, derived by a stated rule and said: the bf16 peak (the
+    # default precision, the GEMMs' peak) and the compute capability (fused attention)
+    from perfcast.devices.derive import complete, notes_for
+
+    notes.extend(notes_for(device, ("compute_capability", "peak_bf16_tflops")))
+    device = complete(device)[0]
     w = _defaults(w, device, notes)
     if w.model.kind == "hf" and _is_transformer(w):
         return _transformer(w, device, cl, notes, use_cache, power_limit_w, eff, coll)

@@ -100,10 +100,15 @@ def _device(key: str):
 
 def has_matrix_units(device) -> bool:
     """Whether the GPU has tensor / matrix cores: NVIDIA compute capability ≥ 7.0 (Volta),
-    AMD CDNA (gfx908 and later ``gfx9xx`` data-centre targets), Intel Xe-HPC; for a spec without
-    a compute capability, a half-precision peak at least 4× the FP32 one (tensor cores give
-    4–16×; P100's half2 or Pascal's FP16 units give ≤ 2×)."""
-    cc = str(device.compute_capability or "").strip().lower()
+    AMD CDNA (gfx908 and later ``gfx9xx`` data-centre targets), Intel Xe-HPC. The compute
+    capability is the spec's, else the one its architecture / name gives
+    (:func:`perfcast.devices.derive.compute_capability`: "Blackwell (GB202)" is 12.0, said in
+    ``notes``); only for a spec naming no known chip either, a half-precision peak at least 4×
+    the FP32 one (tensor cores give 4–16×; P100's half2 or Pascal's FP16 units give ≤ 2× — but
+    so does a GeForce card's FP32-accumulate tensor figure, hence the architecture first)."""
+    from perfcast.devices.derive import compute_capability
+
+    cc = str(compute_capability(device)[0] or "").strip().lower()
     vendor = str(device.vendor or "").strip().lower()
     if cc.startswith("gfx"):
         return cc in ("gfx908", "gfx90a") or cc.startswith("gfx94") or cc.startswith("gfx95")
@@ -655,7 +660,7 @@ class CrossDevicePredictor(Predictor):
 
         dev = get_device(key)
         out = [d.note(dev.key) for d in complete(dev)[1]
-               if d.field in ("peak_tf32_tflops", "peak_bf16_tflops")]
+               if d.field in ("compute_capability", "peak_tf32_tflops", "peak_bf16_tflops")]
         if not dev.tdp_w and getattr(self, "tdp_floor_w_", None):
             out.append(f"device {dev.key}: no tdp_w in its spec — answered as a "
                        f"{self.tdp_floor_w_:g} W board (the lowest power of the GPUs the "

@@ -141,9 +141,12 @@ class GraphCost:
 
 
 def _device(device):
+    """The device (a key or a :class:`~perfcast.devices.Device`) with the spec fields its
+    sheet leaves out derived by a stated rule (:func:`perfcast.devices.derive.complete`)."""
     from perfcast.devices import Device, get_device
+    from perfcast.devices.derive import complete
 
-    return device if isinstance(device, Device) else get_device(str(device))
+    return complete(device if isinstance(device, Device) else get_device(str(device)))[0]
 
 
 def _finite_pos(v) -> float | None:
