@@ -79,9 +79,9 @@ def work_violations() -> list[dict]:
             ladders = [("prompt", "input_len", (64, 128, 200, 256, 512, 700, 1024, 2048),
                         ("ttft_ms", "tpot_ms", "time_ms")),
                        ("output", "output_len", (2, 16, 64, 100, 128, 512, 1024), ("time_ms",))]
-            if engine != "llama.cpp":
-                ladders.append(("sequences", "batch_size", (1, 2, 3, 8, 16, 48, 64, 128, 256),
-                                ("ttft_ms", "tpot_ms", "time_ms")))
+            # (--batch-size is concurrent sequences in every engine, llama.cpp's too)
+            ladders.append(("sequences", "batch_size", (1, 2, 3, 8, 16, 48, 64, 128, 256),
+                            ("ttft_ms", "tpot_ms", "time_ms")))
             for axis, field, values, keys in ladders:
                 for batch in ((1, 16) if axis != "sequences" else (None,)):
                     seq = [_predict(device, engine, **{field: v},
@@ -108,8 +108,6 @@ def device_violations() -> tuple[list[dict], int]:
     for engine in ("vllm", "llama.cpp"):
         for req in ({"batch_size": 1, "input_len": 512, "output_len": 128},
                     {"batch_size": 16, "input_len": 1024, "output_len": 256}):
-            if engine == "llama.cpp":
-                req = {**req, "batch_size": 512}
             answers = {d.key: _predict(d.key, engine, **req) for d in gpus}
             for x in gpus:
                 for a in gpus:
@@ -152,8 +150,10 @@ def loho() -> pd.DataFrame:
                 G._ENVELOPES.clear()  # a grid of another fold's model
                 with learned_alone() if variant == "learned alone" else nullcontext():
                     for r in test.itertuples():
+                        llama = {"n_batch": int(r.n_batch)} if r.framework == "llama.cpp" \
+                            else {}  # (llama.cpp's rows: one sequence at that n_batch)
                         p = _predict(r.device, r.framework, model="hf:" + r.model,
-                                     batch_size=int(r.batch_size),
+                                     batch_size=int(r.batch_size), **llama,
                                      input_len=int(r.input_len), output_len=int(r.output_len),
                                      tensor_parallel=int(r.n_devices))
                         if p is not None:

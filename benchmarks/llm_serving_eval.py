@@ -156,12 +156,13 @@ def ttft_of(frame: pd.DataFrame, consts: PrefillConstants) -> np.ndarray:
     for r in frame.itertuples(index=False):
         dev = get_device(r.device)
         eng = r.framework
-        llama = eng == "llama.cpp"
-        seqs = 1 if llama else int(round(r.concurrent))
+        llama = eng == "llama.cpp"  # (its rows: one sequence at their n_batch / n_ubatch)
+        seqs = int(round(r.concurrent))
         out.append(estimate_prefill(
             llm_arch(f"hf:{r.model}"), dev, engine=eng, precision=r.precision, batch=seqs,
             input_len=int(r.input_len), n_devices=int(r.n_devices),
-            chunk=min(int(r.batch_size), 512) if llama else None, constants=consts).seconds)
+            chunk=int(min(r.n_batch, r.n_ubatch)) if llama else None,
+            constants=consts).seconds)
     return np.array(out)
 
 
@@ -372,7 +373,7 @@ def main() -> None:
     Xl = features(lib, "latency_s")
     lat_df, lat_rows, lat_share, lat_sum, cache = latency_loho(lib, Xl, ops, shipped_ops,
                                                                diffs, G, devices)
-    lat_df[["model", "device", "n_devices", "framework", "batch_size", "input_len",
+    lat_df[["model", "device", "n_devices", "framework", "batch_size", "n_batch", "input_len",
             "latency_s", "old", "new", "share"]].to_csv(OUT / "requests_loho.csv", index=False)
     print(f"requests: {lat_sum}", flush=True)
     me = load_mlenergy()

@@ -23,7 +23,8 @@ def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = 
                 example_inputs: tuple | None = None, **options: Any) -> Workload:
     """``model`` if it is a :class:`Workload` (the other options must be left at their
     defaults), else ``Workload.of(model, ...)`` — ``options``: the generation fields
-    (``input_len``, ``output_len``, ``engine``) and the layout (``layout`` or
+    (``input_len``, ``output_len``, ``engine``; llama.cpp's ``n_batch``, ``n_ubatch``) and the
+    layout (``layout`` or
     ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size``,
     ``recompute``, ``zero``, ``schedule``)."""
     if isinstance(model, Workload):
@@ -41,8 +42,8 @@ def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = 
 
 #: Keywords of :func:`predict` that describe the workload, and those that choose how to predict.
 WORKLOAD_KEYWORDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
-                     "example_inputs", "input_len", "output_len", "engine", "layout", "tf32",
-                     *LAYOUT_KEYWORDS)
+                     "example_inputs", "input_len", "output_len", "engine", "n_batch",
+                     "n_ubatch", "layout", "tf32", *LAYOUT_KEYWORDS)
 PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb",
                    "threads", "coverage", "power_limit_w", "cluster")
 
@@ -160,7 +161,7 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
             coverage: float = 0.9, power_limit_w: float | None = None,
             input_len: int | None = None, output_len: int | None = None,
             engine: str | None = None, cluster: Any = None, tf32: str | None = None,
-            **layout: Any):
+            n_batch: int | None = None, n_ubatch: int | None = None, **layout: Any):
     """Forecast time, memory and energy of ``model`` on ``device`` — what ``perfcast predict``
     answers, for every mode.
 
@@ -169,8 +170,10 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     model, a ``paddle.nn.Layer`` or a JAX function with ``example_inputs``, or a
     :class:`Workload`.
     ``mode``: ``infer`` / ``train`` (a :class:`Prediction`) or ``generate`` (an ``hf:`` LLM
-    serving ``batch_size`` requests of ``input_len`` → ``output_len`` tokens with ``engine`` on
-    ``tensor_parallel`` devices: a :class:`~perfcast.generation.GenerationPrediction`).
+    serving ``batch_size`` concurrent requests of ``input_len`` → ``output_len`` tokens with
+    ``engine`` on ``tensor_parallel`` devices: a :class:`~perfcast.generation.
+    GenerationPrediction`; ``n_batch`` / ``n_ubatch``: llama.cpp's logical and physical batch,
+    tokens — default 2,048 / 512 as llama-bench).
     ``layout`` keywords (``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``,
     ``micro_batch_size``, ``recompute``, ``zero``, ``schedule``) spread a training step over
     GPUs (``batch_size`` is then the global batch; ``cluster``: a
@@ -202,7 +205,7 @@ def predict(model: Any, *, device: str, batch_size: int | None = None,
     w = as_workload(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                     mode=mode, precision=precision, optimizer=optimizer,
                     example_inputs=example_inputs, input_len=input_len, output_len=output_len,
-                    engine=engine, tf32=tf32, **layout)
+                    engine=engine, tf32=tf32, n_batch=n_batch, n_ubatch=n_ubatch, **layout)
     return predict_request(w, dev, predictor=predictor, use_cache=use_cache,
                            overlap_simulation=overlap_simulation,
                            runtime_overhead_mb=runtime_overhead_mb, threads=threads,

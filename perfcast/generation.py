@@ -29,9 +29,14 @@
 
 ``throughput_tokens_per_s`` counts as LLM-Inference-Bench does: prompt and generated tokens of
 the whole batch per second of its latency (``B·(I+O) / latency``); ``output_tokens_per_s`` only
-the generated ones. llama.cpp serves one sequence (``--batch-size`` is its ``n_batch``, default
-2,048: the prompt runs in ubatches of ``min(n_batch, 512)``), takes GGUF formats (``int4`` /
-``int8`` read as ``Q4_K_M`` / ``Q8_0``) and splits layers across its devices.
+the generated ones. ``--batch-size`` is concurrent requests (sequences) in every engine.
+llama.cpp runs ``B`` sequences as its server does with ``-np B``: the ``B·I`` prompt tokens in
+passes of ``min(n_batch, n_ubatch)`` tokens (``--n-batch`` / ``--n-ubatch``, its logical and
+physical batch, default 2,048 / 512 as llama-bench), each decode step ``B`` tokens; the data
+has llama.cpp rows of one sequence only, so its decode steps of ``B`` sequences are the learned
+one-sequence answer × the arithmetic bound's ratio of ``B`` sequences to one (said in
+``notes``). It takes GGUF formats (``int4`` / ``int8`` read as ``Q4_K_M`` / ``Q8_0``) and splits
+layers across its devices.
 """
 
 from __future__ import annotations
@@ -42,14 +47,22 @@ from typing import Any
 
 from perfcast._memo import Memo
 from perfcast.errors import PerfcastError
-from perfcast.workload import DEFAULT_ENGINE, ENGINES, GENERATE_PRECISIONS, MAX_SIZE, Workload
+from perfcast.workload import (
+    DEFAULT_ENGINE,
+    ENGINES,
+    GENERATE_PRECISIONS,
+    LLAMA_CPP_N_BATCH,
+    LLAMA_CPP_N_UBATCH,
+    MAX_SIZE,
+    Workload,
+)
 
-#: What a ``generate`` request leaves open defaults to (:func:`resolve`); llama.cpp's batch
-#: is its ``n_batch`` (:data:`LLAMA_CPP_DEFAULTS`).
+#: What a ``generate`` request leaves open defaults to (:func:`resolve`): one request (one
+#: sequence, in every engine), fp16, vLLM.
 DEFAULTS = {"engine": DEFAULT_ENGINE, "precision": "fp16", "batch_size": 1}
-#: llama.cpp: ``--batch-size`` is its logical batch ``n_batch`` (LLM-Inference-Bench's "Batch
-#: Size"), default llama.cpp's own 2,048 (the prompt then runs in ubatches of 512 tokens).
-LLAMA_CPP_DEFAULTS = {"batch_size": 2048}
+#: llama.cpp's logical and physical batch when not given: llama-bench's ``-b 2048 -ub 512``
+#: (``n_ubatch`` is clamped to ``n_batch``, as llama.cpp does).
+LLAMA_CPP_DEFAULTS = {"n_batch": LLAMA_CPP_N_BATCH, "n_ubatch": LLAMA_CPP_N_UBATCH}
 #: What a serving precision means to llama.cpp: its GGUF format (int4 → the usual 4-bit
 #: K-quant, int8 → Q8_0; :data:`perfcast.workload.GGUF_PRECISIONS`).
 LLAMA_CPP_PRECISION = {"int4": "Q4_K_M", "int8": "Q8_0", "fp16": "F16", "bf16": "BF16",
@@ -60,27 +73,51 @@ PRECISIONS = GENERATE_PRECISIONS
 
 def resolve(w: Workload) -> Workload:
     """The ``--mode generate`` workload ``w`` with :data:`DEFAULTS` filled in (a batch of 1,
-    fp16; the engine is set by :meth:`Workload.of`); llama.cpp: ``n_batch`` 2,048 and its GGUF
-    format for a generic precision (:data:`LLAMA_CPP_PRECISION`). Refuses another mode."""
+    fp16; the engine is set by :meth:`Workload.of`); llama.cpp: ``n_batch`` 2,048, ``n_ubatch``
+    ``min(512, n_batch)`` (:data:`LLAMA_CPP_DEFAULTS`) and its GGUF format for a generic
+    precision (:data:`LLAMA_CPP_PRECISION`). Refuses another mode."""
     if not isinstance(w, Workload):
         raise PerfcastError(f"a generation request is a perfcast.workload.Workload (mode "
                             f"generate), not {type(w).__name__}")
     if w.mode != "generate":
         raise PerfcastError(f"LLM generation needs --mode generate, not --mode {w.mode}")
     engine = w.engine or DEFAULTS["engine"]
-    base = {**DEFAULTS, **(LLAMA_CPP_DEFAULTS if engine == "llama.cpp" else {})}
-    changes = {k: base[k] for k in ("batch_size", "precision", "engine")
+    changes = {k: DEFAULTS[k] for k in ("batch_size", "precision", "engine")
                if getattr(w, k) is None}
     if engine == "llama.cpp":
         prec = changes.get("precision", w.precision)
         if prec in LLAMA_CPP_PRECISION:
             changes["precision"] = LLAMA_CPP_PRECISION[prec]
+        nb = w.n_batch if w.n_batch is not None else LLAMA_CPP_DEFAULTS["n_batch"]
+        if w.n_batch is None:
+            changes["n_batch"] = nb
+        if w.n_ubatch is None:
+            changes["n_ubatch"] = min(LLAMA_CPP_DEFAULTS["n_ubatch"], nb)
     return w.replace(**changes) if changes else w
+
+
+def prompt_pass_tokens(req: Workload) -> int | None:
+    """Tokens per prompt pass of a resolved request: llama.cpp's ``min(n_batch, n_ubatch)``;
+    ``None`` for the other engines (their own chunking, :data:`perfcast.llm.prefill.
+    ENGINE_PREFILL`)."""
+    if req.engine != "llama.cpp":
+        return None
+    return min(req.n_batch or LLAMA_CPP_N_BATCH, req.n_ubatch or LLAMA_CPP_N_UBATCH)
+
+
+def _llama_settings(req: Workload) -> dict[str, Any]:
+    """The columns a llama.cpp request row carries for the learned model: ``n_batch`` and
+    ``n_ubatch`` (``None`` for the other engines)."""
+    llama = req.engine == "llama.cpp"
+    return {"n_batch": req.n_batch if llama else None,
+            "n_ubatch": req.n_ubatch if llama else None}
 
 
 @dataclass
 class GenerationPrediction:
-    """A generation forecast. Times in ms for the whole batch (``time_ms``), to the first
+    """A generation forecast of ``batch_size`` concurrent requests (``n_batch`` / ``n_ubatch``:
+    llama.cpp's logical and physical batch, ``None`` for the other engines). Times in ms for
+    the whole batch (``time_ms``), to the first
     token (``ttft_ms``, its ``coverage`` interval ``ttft_ms_low`` – ``ttft_ms_high``) and per
     output token (``tpot_ms``); ``prefill``: how the prompt was priced (passes, tokens per
     pass, prefill tokens/s, parts in ms, the GEMM peak); memory in MiB per device; energy in J
@@ -98,6 +135,8 @@ class GenerationPrediction:
     input_len: int
     output_len: int
     tensor_parallel: int
+    n_batch: int | None = None
+    n_ubatch: int | None = None
     time_ms: float | None = None
     ttft_ms: float | None = None
     ttft_ms_low: float | None = None
@@ -150,17 +189,17 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     library overhead)."""
     from perfcast.llm.arch import VLLM_BLOCK_TOKENS, kv_heads_per_device
     from perfcast.llm.graphs import activation_peak_mb
-    from perfcast.llm.prefill import LLAMA_CPP_UBATCH
 
     n, mib = req.tensor_parallel, 2.0 ** 20
     block = VLLM_BLOCK_TOKENS if req.engine == "vllm" else None
-    seqs = 1 if req.engine == "llama.cpp" else req.batch_size
+    seqs = req.batch_size
     kv = arch.kv_cache_bytes(seqs, req.input_len + req.output_len, req.precision, block=block)
     if req.engine != "llama.cpp":  # fewer KV heads than devices: each one replicated
         kv *= kv_heads_per_device(arch, n) * n / arch.kv_heads
-    chunk = min(req.input_len, req.batch_size, LLAMA_CPP_UBATCH) if req.engine == "llama.cpp" \
-        else req.input_len
-    act, _ = activation_peak_mb(arch, seqs * chunk, req.precision)
+    # llama.cpp: one ubatch of ≤ min(n_batch, n_ubatch) tokens of all the sequences at a time
+    ub = prompt_pass_tokens(req)
+    tokens = min(seqs * req.input_len, ub) if ub else seqs * req.input_len
+    act, _ = activation_peak_mb(arch, tokens, req.precision)
     return {"weights": arch.weight_bytes(req.precision) / n / mib, "kv_cache": kv / n / mib,
             "activations": act / n, "runtime": _runtime_overhead_mb()}
 
@@ -288,8 +327,9 @@ def _decode_envelope(lat, rows, device) -> Any:
     of two (:data:`_ENVELOPE_START`), made monotone along each axis (:func:`_monotone`) and
     interpolated multilinearly — in log₂ of the sequences and the prompt, linearly in the
     output tokens (the decode steps add up). A grid value never depends on the request, so a
-    larger request can only read larger values. llama.cpp decodes one sequence whatever its
-    ``n_batch``: no batch axis."""
+    larger request can only read larger values. llama.cpp's rows are one sequence each (the
+    data has no other; :func:`_llama_sequences_ratio` scales to more): no batch axis, its
+    ``n_batch`` / ``n_ubatch`` part of the grid's key."""
     import numpy as np
     import pandas as pd
 
@@ -298,16 +338,17 @@ def _decode_envelope(lat, rows, device) -> Any:
     bs = rows["concurrent"].to_numpy(dtype=float)
     ins = rows["input_len"].to_numpy(dtype=float)
     outs = rows["output_len"].to_numpy(dtype=float)
-    B = [int(first["batch_size"])] if llama else _ladder(_ENVELOPE_START["batch"], int(bs.max()))
+    B = [1] if llama else _ladder(_ENVELOPE_START["batch"], int(bs.max()))
     I = _ladder(_ENVELOPE_START["input"], int(ins.max()))
     O = _ladder(_ENVELOPE_START["output"], int(outs.max()))
+    knobs = (first.get("n_batch"), first.get("n_ubatch")) if llama else ()
     key = (str(first["model"]), device, str(first["framework"]), str(first["precision"]),
-           int(first["n_devices"]), tuple(B), len(I), len(O), id(lat))
+           int(first["n_devices"]), tuple(B), len(I), len(O), *map(str, knobs), id(lat))
     grid = _ENVELOPES.get(key)
     if grid is None:
         pts = [(b, i, o) for b in B for i in I for o in O]
         g = pd.DataFrame([{**first.to_dict(), "device": device.key,
-                           "batch_size": b, "concurrent": 1 if llama else b,
+                           "batch_size": b, "concurrent": b,
                            "input_len": i, "output_len": o} for b, i, o in pts])
         dec = _learned_decode_s(lat, g, {device.key: device})
         grid = _monotone(np.asarray(dec, dtype=float).reshape(len(B), len(I), len(O)))
@@ -373,6 +414,26 @@ def _dominance_capped(lat, rows, device, below: list) -> tuple[Any, tuple | None
     return env, who
 
 
+def _llama_sequences_ratio(arch, device, req: Workload, batches) -> Any:
+    """For llama.cpp: the arithmetic bound of the decode steps of ``b`` concurrent sequences
+    ÷ that of one sequence, for each ``b`` of ``batches`` (the weights are streamed once per
+    step whatever ``b``; the KV cache and the FLOPs grow with it) — what scales the learned
+    one-sequence answer, LLM-Inference-Bench having llama.cpp rows of one sequence only."""
+    import numpy as np
+
+    from perfcast.llm.physics import bound_of, request_work
+
+    def decode_s(b: int) -> float:
+        w = request_work(arch, device, batch=int(b), input_len=req.input_len,
+                         output_len=req.output_len, n_devices=req.tensor_parallel,
+                         precision=req.precision, engine=req.engine,
+                         prompt_chunk=prompt_pass_tokens(req))
+        return bound_of(w, device, req.precision).decode_s
+
+    one = decode_s(1)
+    return np.array([decode_s(b) / one if one > 0 else 1.0 for b in batches])
+
+
 def predict_generation(req: Workload, device) -> GenerationPrediction:
     """Forecast the ``--mode generate`` workload ``req`` (defaults: :func:`resolve`) on
     ``device`` (a :class:`~perfcast.devices.Device`)."""
@@ -388,13 +449,7 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     )
     from perfcast.llm.graphs import activation_peak_mb, request_graph_flops
     from perfcast.llm.physics import COMPUTE_PRECISION, MEMORY_UTILIZATION, bound_of, request_work
-    from perfcast.llm.prefill import (
-        ENGINE_PREFILL,
-        LLAMA_CPP_UBATCH,
-        _vendor,
-        estimate_prefill,
-        load_constants,
-    )
+    from perfcast.llm.prefill import ENGINE_PREFILL, _vendor, estimate_prefill, load_constants
     from perfcast.training.llm import load_llm_model
 
     asked = req.precision if isinstance(req, Workload) else None
@@ -407,16 +462,21 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     out = GenerationPrediction(model=req.spec, device=device.key, mode="generate",
                                engine=req.engine, precision=req.precision,
                                batch_size=req.batch_size, input_len=req.input_len,
-                               output_len=req.output_len, tensor_parallel=req.tensor_parallel)
+                               output_len=req.output_len, tensor_parallel=req.tensor_parallel,
+                               n_batch=req.n_batch, n_ubatch=req.n_ubatch)
     device = _completed(device, req.precision, out.notes)
     llama = req.engine == "llama.cpp"
-    seqs = 1 if llama else req.batch_size
+    seqs = req.batch_size
+    chunk = prompt_pass_tokens(req)
     if llama:
-        out.notes.append(f"llama.cpp serves one sequence: --batch-size is its logical batch "
-                         f"n_batch ({req.batch_size:,}; llama.cpp's default 2,048), the prompt "
-                         f"running in ubatches of min(n_batch, 512) tokens, as in "
-                         f"LLM-Inference-Bench; with several devices it splits the layers (one "
-                         f"device's bandwidth per generated token, memory adds up)")
+        out.notes.append(
+            f"llama.cpp: {seqs:,} concurrent sequence(s) (--batch-size; llama-server -np "
+            f"{seqs}); n_batch {req.n_batch:,} / n_ubatch {req.n_ubatch:,} (--n-batch / "
+            f"--n-ubatch; llama-bench's defaults {LLAMA_CPP_N_BATCH:,} / {LLAMA_CPP_N_UBATCH}, "
+            f"n_ubatch clamped to n_batch): the "
+            f"{seqs * req.input_len:,} prompt tokens run in passes of min(n_batch, n_ubatch) = "
+            f"{chunk:,} tokens, each decode step {seqs:,} token(s); with several devices it "
+            f"splits the layers (one device's bandwidth per generated token, memory adds up)")
     # memory
     parts = memory_per_device(arch, req)
     need = sum(parts.values())
@@ -440,24 +500,33 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
                                   f"from {act_src}")
     # time: the decode steps from the learned model (bound × learned factor, llm-xgboost),
     # the prefill from its own model (perfcast.llm.prefill)
+    # (llama.cpp: the learned model answers one sequence — the data has no other —, scaled to
+    # the request's sequences by the arithmetic bound below)
+    learned_seqs = 1 if llama else seqs
     row = pd.DataFrame([{"model": req.model.name, "device": device.key,
                          "n_devices": req.tensor_parallel, "framework": req.engine,
-                         "precision": req.precision, "batch_size": req.batch_size,
-                         "concurrent": seqs, "input_len": req.input_len,
-                         "output_len": req.output_len}])
+                         "precision": req.precision, "batch_size": learned_seqs,
+                         "concurrent": learned_seqs, "input_len": req.input_len,
+                         "output_len": req.output_len, **_llama_settings(req)}])
     lat = load_llm_model("latency_s")
     below = _dominated_if_unmeasured(lat, device, req.precision, need,
                                      MEMORY_UTILIZATION if req.engine == "vllm" else 1.0)
     dec_arr, capped_by = _dominance_capped(lat, row, device, below)
     work = request_work(arch, device, batch=seqs, input_len=req.input_len,
                         output_len=req.output_len, n_devices=req.tensor_parallel,
-                        precision=req.precision, engine=req.engine,
-                        prompt_chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
+                        precision=req.precision, engine=req.engine, prompt_chunk=chunk)
     g = bound_of(work, device, req.precision)
     dec_learned = float(dec_arr[0])
+    if llama and seqs > 1 and req.output_len > 1:
+        ratio = float(_llama_sequences_ratio(arch, device, req, [seqs])[0])
+        out.notes.append(f"time_ms: LLM-Inference-Bench has llama.cpp rows of one sequence "
+                         f"only — the decode steps of {seqs:,} sequences are the learned "
+                         f"one-sequence answer ({dec_learned * 1e3:,.0f} ms) × {ratio:.3f}, "
+                         f"the ratio of their arithmetic bounds ({seqs:,} sequences ÷ one: the "
+                         f"weights streamed once per step, the KV cache and FLOPs × {seqs:,})")
+        dec_learned *= ratio
     pre_kw = dict(engine=req.engine, precision=req.precision, batch=seqs,
-                  input_len=req.input_len, n_devices=req.tensor_parallel,
-                  chunk=min(req.batch_size, LLAMA_CPP_UBATCH) if llama else None)
+                  input_len=req.input_len, n_devices=req.tensor_parallel, chunk=chunk)
     pre = estimate_prefill(arch, device, **pre_kw)
     ttft = pre.seconds
     pre_below = min(((estimate_prefill(arch, d, **pre_kw).seconds, d.key, why)
@@ -483,6 +552,7 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     out.throughput_tokens_per_s = seqs * (req.input_len + req.output_len) / t
     out.output_tokens_per_s = seqs * req.output_len / t
     out.prefill = {"passes": pre.passes, "tokens_per_pass": pre.chunk,
+                   **({"n_batch": req.n_batch, "n_ubatch": req.n_ubatch} if llama else {}),
                    "prefill_tokens_per_s": seqs * req.input_len / ttft,
                    "parts_ms": {n: round(v * 1e3, 3) for n, v in pre.parts.items() if v},
                    "compute_bound_share": round(pre.compute_bound, 3),
@@ -599,9 +669,12 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
     number of running sequences in ``batches``: the decode steps the learned model gives a
     static batch of that many requests, ÷ (output − 1) — ``tpot_ms`` of
     :func:`predict_generation` for every batch in one call of the model (what the serving
-    planner, :mod:`perfcast.decisions.serving`, interpolates)."""
+    planner, :mod:`perfcast.decisions.serving`, interpolates). llama.cpp: the learned
+    one-sequence answer × the arithmetic bound's ratio of ``b`` sequences to one
+    (:func:`_llama_sequences_ratio`)."""
     import pandas as pd
 
+    from perfcast.llm.arch import llm_arch
     from perfcast.training.llm import load_llm_model
 
     req = resolve(req)
@@ -610,15 +683,18 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
     if req.output_len < 2:
         raise PerfcastError("a decode step needs --output-len ≥ 2")
     llama = req.engine == "llama.cpp"
+    batches = [int(b) for b in batches]
     rows = pd.DataFrame([{"model": req.model.name, "device": device.key,
                           "n_devices": req.tensor_parallel, "framework": req.engine,
-                          "precision": req.precision,
-                          "batch_size": req.batch_size if llama else int(b),
-                          "concurrent": 1 if llama else int(b), "input_len": req.input_len,
-                          "output_len": req.output_len} for b in batches])
+                          "precision": req.precision, "batch_size": 1 if llama else b,
+                          "concurrent": 1 if llama else b, "input_len": req.input_len,
+                          "output_len": req.output_len, **_llama_settings(req)}
+                         for b in batches])
     lat = load_llm_model("latency_s")
     dec, _ = _dominance_capped(lat, rows, device,
                                _dominated_if_unmeasured(lat, device, req.precision))
+    if llama:
+        dec = dec * _llama_sequences_ratio(llm_arch(req.spec), device, req, batches)
     return [float(v) / (req.output_len - 1) for v in dec]
 
 
@@ -661,7 +737,7 @@ def max_generation_batch(req: Workload, device, limit: int = 65536
     """Largest batch (concurrent requests of ``req``'s lengths) whose memory need per device
     fits ``device`` (see :func:`_fits_fn`; memory is monotone in the batch: bisection on the
     arithmetic, then one full prediction at the answer). ``(0, None)`` when not even one
-    request fits. llama.cpp serves one sequence: its answer is 1 or 0."""
+    request fits."""
     import dataclasses
 
     from perfcast.llm.arch import llm_arch
@@ -675,8 +751,6 @@ def max_generation_batch(req: Workload, device, limit: int = 65536
     fits = _fits_fn(arch, req, device)
     if not fits(dataclasses.replace(req, batch_size=1)):
         return 0, None
-    if req.engine == "llama.cpp":
-        return 1, predict_generation(req.replace(batch_size=1), device)
     b = _largest(lambda v: fits(dataclasses.replace(req, batch_size=v)), 1, limit)
     return b, predict_generation(req.replace(batch_size=b), device)
 
@@ -711,4 +785,5 @@ def max_generation_context(req: Workload, device
 
 __all__ = ["DEFAULTS", "ENGINES", "GenerationPrediction", "LLAMA_CPP_DEFAULTS",
            "LLAMA_CPP_PRECISION", "PRECISIONS", "decode_step_seconds", "max_generation_batch",
-           "max_generation_context", "memory_per_device", "predict_generation", "resolve"]
+           "max_generation_context", "memory_per_device", "predict_generation",
+           "prompt_pass_tokens", "resolve"]

@@ -191,6 +191,10 @@ def _models():
         input_len: int | None = None
         output_len: int | None = None
         engine: str | None = None
+        n_batch: int | None = Field(None, description="--n-batch: llama.cpp's logical batch "
+                                                      "(tokens; --engine llama.cpp)")
+        n_ubatch: int | None = Field(None, description="--n-ubatch: llama.cpp's physical "
+                                                       "batch (tokens; ≤ n_batch)")
         tensor_parallel: int | None = None
         tf32: str | None = None
         use_cache: bool = True
@@ -238,6 +242,10 @@ def _models():
         input_len: int | None = None
         output_len: int | None = None
         engine: str | None = None
+        n_batch: int | None = Field(None, description="--n-batch: llama.cpp's logical batch "
+                                                      "(tokens; --engine llama.cpp)")
+        n_ubatch: int | None = Field(None, description="--n-ubatch: llama.cpp's physical "
+                                                       "batch (tokens; ≤ n_batch)")
         tensor_parallel: int | None = None
 
     class PlanRequest(Common):
@@ -252,6 +260,10 @@ def _models():
         slo_ttft_ms: float | None = Field(None, description="--slo-ttft (ms)")
         slo_tpot_ms: float | None = Field(None, description="--slo-tpot (ms)")
         engine: str | None = None
+        n_batch: int | None = Field(None, description="--n-batch: llama.cpp's logical batch "
+                                                      "(tokens; --engine llama.cpp)")
+        n_ubatch: int | None = Field(None, description="--n-ubatch: llama.cpp's physical "
+                                                       "batch (tokens; ≤ n_batch)")
         max_batch: int | None = None
         price_per_hour: float | None = None
         provider: str | None = None
@@ -310,7 +322,8 @@ def do_cost(d: dict[str, Any]) -> dict[str, Any]:
     """``perfcast cost --json``: the generation cost for ``mode: generate``, else the job's."""
     from perfcast.decisions.cost import estimate_cost, estimate_generation_cost
 
-    gen_keys = ("requests", "input_len", "output_len", "engine", "tensor_parallel")
+    gen_keys = ("requests", "input_len", "output_len", "engine", "tensor_parallel", "n_batch",
+                "n_ubatch")
     if d.get("mode") == "generate":
         bad = [k for k in ("iterations", "epochs", "dataset_size", "time_ms", "power_w",
                            "input_size", "seq_len", "predictor", "optimizer") if k in d]
@@ -323,7 +336,15 @@ def do_cost(d: dict[str, Any]) -> dict[str, Any]:
         if d.get("model") is None:
             raise PerfcastError("cost --mode generate needs a model (hf:ID)")
         d.pop("mode")
-        return estimate_generation_cost(d.pop("model"), **d).to_dict()
+        from perfcast.api import as_workload
+
+        # the request as one Workload (as perfcast cost does): llama.cpp's n_batch / n_ubatch
+        # travel in it
+        w = as_workload(d.pop("model"), mode="generate", precision=d.pop("precision", None),
+                        **{k: d.pop(k) for k in ("batch_size", "input_len", "output_len",
+                                                 "engine", "tensor_parallel", "n_batch",
+                                                 "n_ubatch") if k in d})
+        return estimate_generation_cost(w, **d).to_dict()
     given = [k for k in gen_keys if d.get(k) is not None]
     if given:
         raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")

@@ -6,8 +6,8 @@ returns the ``gradio.Blocks``; :func:`serve` runs it; :func:`run_request` is the
 without Gradio (what the page calls, testable directly).
 
 In: a model — a timm / torchvision name, ``hf:<id>`` of a shipped config, or an uploaded
-``.onnx`` or ``config.json`` — batch size, input size or sequence length (input / output length
-for ``generate``), mode, precision, one or several registry devices and/or an uploaded device
+``.onnx`` or ``config.json`` — batch size, input size or sequence length (input / output length,
+the serving engine and llama.cpp's ``n_batch`` / ``n_ubatch`` for ``generate``), mode, precision, one or several registry devices and/or an uploaded device
 spec (JSON). Out: the prediction per device with its sources (and intervals where the
 prediction has ``<key>_low`` / ``<key>_high``: every key of the prediction is shown), the
 memory breakdown, the MIG profile, the largest batch that fits, cost and CO2e of a job, a bar
@@ -43,7 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.workload import MODES, OBJECTIVES  # every mode the page offers
+from perfcast.workload import (  # every mode and engine the page offers
+    DEFAULT_ENGINE,
+    ENGINES,
+    LLAMA_CPP_N_BATCH,
+    LLAMA_CPP_N_UBATCH,
+    MODES,
+    OBJECTIVES,
+)
 
 log = logging.getLogger("perfcast")
 
@@ -212,6 +219,11 @@ class Request:
     iterations: Any = 1000
     region: str | None = None
     objective: str = "time"
+    #: mode generate: the serving engine (ignored by the other modes: the form always sends
+    #: one) and llama.cpp's logical / physical batch (empty or 0: llama-bench's defaults)
+    engine: str | None = None
+    n_batch: Any = None
+    n_ubatch: Any = None
 
 
 @dataclass
@@ -307,6 +319,8 @@ def _run(req: Request, tmp: Path, limit_mb: float, progress) -> Result:
         raise UIError(f"precision must be one of {', '.join(PRECISION_CHOICES)}")
     if req.objective not in OBJECTIVES:
         raise UIError(f"ranking objective must be one of {', '.join(OBJECTIVES)}")
+    if req.engine not in (None, "", *ENGINES):
+        raise UIError(f"engine must be one of {', '.join(ENGINES)}")
     # uploads first: they are deleted whatever happens next
     if req.model_file:
         spec, label = model_from_upload(req.model_file, tmp, limit_mb)
@@ -354,7 +368,8 @@ def _run_predict(req: Request, spec: str, label: str, devices: list, iterations:
 
     use_cache = not uploaded  # an upload leaves nothing behind in the caches
     progress(0.02, "reading the model")
-    for name, v in (("input length", req.input_len), ("output length", req.output_len)):
+    for name, v in (("input length", req.input_len), ("output length", req.output_len),
+                    ("n_batch", req.n_batch), ("n_ubatch", req.n_ubatch)):
         if v not in (None, "", 0):
             raise UIError(f"{name} applies to mode generate only (leave it empty)")
     w0, _ = parse_request(spec, batch_size=_int("batch size", req.batch_size),
@@ -430,7 +445,9 @@ def _run_generation(req: Request, spec: str, label: str, devices: list, iteratio
     g = resolve(as_workload(spec, mode="generate", precision=precision,
                             input_len=_int("input length", req.input_len, required=True),
                             output_len=_int("output length", req.output_len, required=True),
-                            batch_size=_int("batch size", req.batch_size)))
+                            batch_size=_int("batch size", req.batch_size),
+                            engine=req.engine or None, n_batch=_int("n_batch", req.n_batch),
+                            n_ubatch=_int("n_ubatch", req.n_ubatch)))
     dicts, decs = [], []
     n = len(devices)
     for i, dev in enumerate(devices):
@@ -455,8 +472,11 @@ def _run_generation(req: Request, spec: str, label: str, devices: list, iteratio
     notes.append((None, "generate: no roofline chart (it covers infer and train) and no MIG "
                         "advice"))
     mems = [{"memory_breakdown_mb": d.get("memory_breakdown_mb")} for d in dicts]
-    status = (f"{label} — generate, batch {g.batch_size:,}, {g.input_len:,} → "
-              f"{g.output_len:,} tokens on {', '.join(d.key for d in devices)}")
+    knobs = (f" (n_batch {g.n_batch:,}, n_ubatch {g.n_ubatch:,})" if g.engine == "llama.cpp"
+             else "")
+    status = (f"{label} — generate, {g.engine}, batch {g.batch_size:,}{knobs}, "
+              f"{g.input_len:,} → {g.output_len:,} tokens on "
+              f"{', '.join(d.key for d in devices)}")
     return Result(status=_message(status), notes=notes_box(notes, dicts),
                   table=prediction_table(dicts),
                   memory=memory_table(devices, mems), decisions=decisions_table(devices, decs),
@@ -683,6 +703,16 @@ def build_app(max_upload_mb: float = MAX_UPLOAD_MB):
                                           precision=0, elem_id="pc-input-len")
                     output_len = gr.Number(label="output length, tokens (generate)", value=None,
                                            precision=0, elem_id="pc-output-len")
+                with gr.Row():
+                    engine = gr.Dropdown(list(ENGINES), value=DEFAULT_ENGINE,
+                                         label="serving engine (generate; batch size = "
+                                               "concurrent requests)", elem_id="pc-engine")
+                    n_batch = gr.Number(label=f"n_batch, tokens (llama.cpp; 0 = "
+                                              f"{LLAMA_CPP_N_BATCH:,})", value=None,
+                                        precision=0, elem_id="pc-n-batch")
+                    n_ubatch = gr.Number(label=f"n_ubatch, tokens (llama.cpp; 0 = "
+                                               f"{LLAMA_CPP_N_UBATCH})", value=None,
+                                         precision=0, elem_id="pc-n-ubatch")
             with gr.Column():
                 devices = gr.Dropdown(keys, value=["a100-40gb", "rtx4090"] if
                                       {"a100-40gb", "rtx4090"} <= set(keys) else keys[:1],
@@ -720,19 +750,22 @@ def build_app(max_upload_mb: float = MAX_UPLOAD_MB):
 
         def submit(model_v, model_file_v, batch_v, input_size_v, seq_len_v, input_len_v,
                    output_len_v, mode_v, precision_v, devices_v, device_file_v, iterations_v,
-                   region_v, objective_v, progress=gr.Progress()):
+                   region_v, objective_v, engine_v=None, n_batch_v=None, n_ubatch_v=None,
+                   progress=gr.Progress()):
             r = run_request(Request(
                 model=model_v, model_file=model_file_v, batch_size=batch_v,
                 input_size=input_size_v, seq_len=seq_len_v, input_len=input_len_v,
                 output_len=output_len_v, mode=mode_v, precision=precision_v,
                 devices=list(devices_v or []), device_file=device_file_v,
-                iterations=iterations_v, region=region_v, objective=objective_v),
+                iterations=iterations_v, region=region_v, objective=objective_v,
+                engine=engine_v, n_batch=n_batch_v, n_ubatch=n_ubatch_v),
                 max_upload_mb=max_upload_mb, progress=lambda f, t: progress(f, desc=t))
             return (r.status, r.table, r.notes, img(r.ranking_png), img(r.roofline_png),
                     r.memory, r.decisions, None, None)
 
         go.click(submit, [model, model_file, batch, input_size, seq_len, input_len, output_len,
-                          mode, precision, devices, device_file, iterations, region, objective],
+                          mode, precision, devices, device_file, iterations, region, objective,
+                          engine, n_batch, n_ubatch],
                  [status, table, notes, ranking, roofline, memory, decisions, model_file,
                   device_file],
                  concurrency_limit=1, api_name="predict")

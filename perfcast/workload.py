@@ -69,6 +69,12 @@ GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4", *GGUF_PRECISIONS)
 #: Serving engines (``--mode generate``) and the default one.
 ENGINES = ("vllm", "trt-llm", "llama.cpp", "deepspeed-mii", "hf")
 DEFAULT_ENGINE = "vllm"
+#: llama.cpp's logical batch ``n_batch`` (tokens it submits to one ``llama_decode``) and
+#: physical batch ``n_ubatch`` (tokens per forward pass, clamped to ``n_batch``): llama-bench's
+#: and llama-server's defaults. ``--batch-size`` is concurrent requests in every engine; these
+#: are their own options (``--n-batch``, ``--n-ubatch``), for ``--engine llama.cpp`` only.
+LLAMA_CPP_N_BATCH = 2048
+LLAMA_CPP_N_UBATCH = 512
 #: Activation recomputation in training: none, ``selective`` (the attention core, Megatron's
 #: selective recomputation) or ``full`` (every layer's forward again in the backward pass).
 RECOMPUTE = ("none", "selective", "full")
@@ -482,8 +488,12 @@ class Workload:
       ``None`` = not recorded (a dataset record that does not say which): graph keys and
       simulations then use :data:`DEFAULT_OPTIMIZER`, the static features encode "unknown";
     * ``input_len`` / ``output_len`` — ``--mode generate``: prompt and generated tokens per
-      request (``batch_size`` requests at once); ``engine`` — the serving engine
-      (:data:`ENGINES`; ``None`` outside ``generate``); precisions :data:`GENERATE_PRECISIONS`;
+      request (``batch_size`` requests at once, in every engine); ``engine`` — the serving
+      engine (:data:`ENGINES`; ``None`` outside ``generate``); precisions
+      :data:`GENERATE_PRECISIONS`;
+    * ``n_batch`` / ``n_ubatch`` — ``--engine llama.cpp`` only: its logical and physical batch
+      in tokens (``None`` = :data:`LLAMA_CPP_N_BATCH` and ``min(`` :data:`LLAMA_CPP_N_UBATCH`
+      ``, n_batch)``, filled in by :func:`perfcast.generation.resolve`);
     * ``tf32`` — :data:`TF32_MODES`: what fp32 matmuls and convolutions run as on GPUs with TF32
       units (``default``: PyTorch's defaults; ``on``: NGC containers; ``off``);
     * ``layout`` — the :class:`Layout` over GPUs (training: data, tensor and pipeline
@@ -506,6 +516,8 @@ class Workload:
     engine: str | None = None
     layout: Layout = field(default_factory=Layout)
     tf32: str = "default"
+    n_batch: int | None = None
+    n_ubatch: int | None = None
 
     @classmethod
     def of(cls, model: Any, *, batch_size: int | None = None, input_size: Any = None,
@@ -514,13 +526,15 @@ class Workload:
            example_inputs: tuple | None = None, input_len: int | None = None,
            output_len: int | None = None, engine: str | None = None,
            layout: Layout | None = None, tf32: str | None = None,
+           n_batch: int | None = None, n_ubatch: int | None = None,
            **layout_keywords: Any) -> Workload:
         """Parse ``model`` (a spec string, a :class:`ModelSpec` or an ``nn.Module``) and the
         options, and validate them. ``example_inputs`` belong to an ``nn.Module``. The layout is
         a :class:`Layout` or the keywords ``data_parallel``, ``tensor_parallel``,
         ``pipeline_parallel``, ``micro_batch_size``, ``recompute``, ``zero``, ``schedule``.
         ``--mode generate`` without an ``engine`` is served by :data:`DEFAULT_ENGINE`; the
-        precision not given is fp32 (``generate``: fp16; ``None`` = chosen later, per device)."""
+        precision not given is fp32 (``generate``: fp16; ``None`` = chosen later, per device).
+        ``n_batch`` / ``n_ubatch``: llama.cpp's logical and physical batch (tokens)."""
         if isinstance(model, Workload):
             raise PerfcastError("already a Workload: use .replace() to change it")
         unknown = sorted(set(layout_keywords) - set(LAYOUT_KEYWORDS))
@@ -547,7 +561,8 @@ class Workload:
                 input_size=parse_input_size(input_size, image=spec.inputs == "image"),
                 seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
                 input_len=input_len, output_len=output_len, engine=engine, layout=lay,
-                tf32="default" if tf32 is None else str(tf32).strip().lower())
+                tf32="default" if tf32 is None else str(tf32).strip().lower(),
+                n_batch=n_batch, n_ubatch=n_ubatch)
         w.validate()
         return w
 
@@ -649,7 +664,8 @@ class Workload:
         engine; outside it none of its options."""
         given = [name for name, v in (("--input-len", self.input_len),
                                       ("--output-len", self.output_len),
-                                      ("--engine", self.engine)) if v is not None]
+                                      ("--engine", self.engine), ("--n-batch", self.n_batch),
+                                      ("--n-ubatch", self.n_ubatch)) if v is not None]
         if self.mode != "generate":
             if given:
                 raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
@@ -674,6 +690,31 @@ class Workload:
             raise PerfcastError(f"--precision {self.precision} is a GGUF format of llama.cpp "
                                 f"(--engine llama.cpp); {self.engine or DEFAULT_ENGINE} takes "
                                 f"fp16, bf16, fp32, int8 or int4")
+        self._validate_llama_batches()
+
+    def _validate_llama_batches(self) -> None:
+        """``n_batch`` / ``n_ubatch`` (the one place they are checked): positive token counts,
+        for ``--engine llama.cpp`` only, ``n_ubatch`` ≤ ``n_batch`` (the default ``n_batch``,
+        :data:`LLAMA_CPP_N_BATCH`, when only ``n_ubatch`` is given)."""
+        given = [(o, v) for o, v in (("--n-batch", self.n_batch), ("--n-ubatch", self.n_ubatch))
+                 if v is not None]
+        if not given:
+            return
+        engine = self.engine or DEFAULT_ENGINE
+        if engine != "llama.cpp":
+            what = {"--n-batch": "logical", "--n-ubatch": "physical"}
+            raise PerfcastError(f"{' / '.join(o for o, _ in given)} "
+                                f"{'is' if len(given) == 1 else 'are'} llama.cpp's "
+                                f"{' / '.join(what[o] for o, _ in given)} batch (--engine "
+                                f"llama.cpp); --engine {engine} takes --batch-size (concurrent "
+                                f"requests) only")
+        for o, v in given:
+            _positive(o, v, " (tokens)")
+        nb = self.n_batch if self.n_batch is not None else LLAMA_CPP_N_BATCH
+        if self.n_ubatch is not None and self.n_ubatch > nb:
+            raise PerfcastError(f"--n-ubatch {self.n_ubatch:,} is larger than --n-batch {nb:,}"
+                                f"{'' if self.n_batch is not None else ' (the default)'}: "
+                                f"llama.cpp's physical batch is at most its logical batch")
 
     def require_lengths(self, *names: str) -> None:
         """Raise the one-line error of a ``generate`` request without ``input_len`` /
@@ -913,6 +954,8 @@ class Workload:
         if self.mode == "generate":
             d.update(input_len=self.input_len, output_len=self.output_len, engine=self.engine,
                      tensor_parallel=self.layout.tensor)
+            if self.engine == "llama.cpp":
+                d.update(n_batch=self.n_batch, n_ubatch=self.n_ubatch)
         elif self.layout != Layout():
             d.update(self.layout.to_dict())
         return d
@@ -920,6 +963,8 @@ class Workload:
     def __str__(self) -> str:
         if self.mode == "generate":
             size = f"{self.input_len or '?'} → {self.output_len or '?'} tokens, {self.engine}"
+            if self.n_batch is not None or self.n_ubatch is not None:
+                size += f" n_batch {self.n_batch or '?'} n_ubatch {self.n_ubatch or '?'}"
         else:
             size = (f"input {self.input_size_text}" if self.input_size else
                     f"seq {self.seq_len}" if self.seq_len else "default input")
@@ -989,7 +1034,7 @@ def _versions(packages: tuple[str, ...] = ("torch", "timm", "transformers", "onn
 
 
 __all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "GENERATE_PRECISIONS",
-           "GGUF_PRECISIONS", "GRAPH_MODES",
+           "GGUF_PRECISIONS", "GRAPH_MODES", "LLAMA_CPP_N_BATCH", "LLAMA_CPP_N_UBATCH",
            "INPUT_KINDS", "INTERLEAVED_CHUNKS", "LAYOUT_KEYWORDS", "LAYOUT_OPTIONS", "Layout",
            "MAX_GPUS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE",
            "SCHEDULES", "SpecKind", "Workload", "ZERO_STAGES", "file_kind", "object_kind",

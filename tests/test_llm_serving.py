@@ -128,7 +128,9 @@ def test_gguf_precisions_parse_and_refuse():
     for generic, gguf in (("int4", "Q4_K_M"), ("int8", "Q8_0"), ("fp16", "F16")):
         r = resolve(Workload.of(LLAMA7, mode="generate", engine="llama.cpp",
                                 precision=generic, input_len=8, output_len=8))
-        assert r.precision == gguf and r.batch_size == 2048  # llama.cpp's n_batch
+        # one request; llama.cpp's own logical / physical batch: llama-bench's defaults
+        assert r.precision == gguf and r.batch_size == 1
+        assert (r.n_batch, r.n_ubatch) == (2048, 512)
     assert resolve(Workload.of(LLAMA7, mode="generate", precision="int4", input_len=8,
                                output_len=8)).precision == "int4"  # vLLM keeps it
     with pytest.raises(PerfcastError, match="GGUF format of llama.cpp"):
@@ -328,9 +330,10 @@ def test_prompt_differences_pair_rows_by_n_batch():
 
     base = {"device": "h100-sxm", "n_devices": 1, "model": "m", "input_len": 128,
             "output_len": 128, "precision": "fp16", "framework": "llama.cpp"}
-    df = pd.DataFrame([{**base, "batch_size": b, "latency_s": s}
+    df = pd.DataFrame([{**base, "batch_size": 1, "n_batch": b, "latency_s": s}
                        for b, s in ((1, 2.5), (16, 1.4), (64, 1.3))]
-                      + [{**base, "framework": "vllm", "batch_size": 1, "latency_s": 1.0}])
+                      + [{**base, "framework": "vllm", "batch_size": 1, "n_batch": None,
+                          "latency_s": 1.0}])
     d = prompt_differences(df).sort_values("n_batch_a")
     assert d["n_batch_a"].tolist() == [1, 16] and (d["n_batch_b"] == 64).all()
     assert d["measured_s"].tolist() == pytest.approx([1.2, 0.1])

@@ -21,6 +21,8 @@ from perfcast.workload import (
     ENGINES,
     GENERATE_PRECISIONS,
     GRAPH_MODES,
+    LLAMA_CPP_N_BATCH,
+    LLAMA_CPP_N_UBATCH,
     MODES,
     OPTIMIZERS,
     PRECISIONS,
@@ -218,7 +220,8 @@ Device = Annotated[str, typer.Option("--device", "-d", help="Device: a registry 
                                      show_default=False)]
 BatchSize = Annotated[int | None, typer.Option(
     "--batch-size", "-b", help="Samples per batch (default: 1, or 32 for a predicted training "
-                               "step; an ONNX file's own batch).")]
+                               "step; an ONNX file's own batch); --mode generate: concurrent "
+                               "requests, in every engine.")]
 InputSize = Annotated[str | None, typer.Option(
     "--input-size", help="Per-sample input shape C,H,W (vision models; one number: a 1-d shape).")]
 SeqLen = Annotated[int | None, typer.Option(
@@ -243,6 +246,14 @@ Tf32 = Annotated[str, typer.Option(
 Engine = Annotated[str | None, typer.Option(
     "--engine", "--framework", help=f"--mode generate: serving engine, {choices(ENGINES)} "
                                     f"(default {DEFAULT_ENGINE}).")]
+NBatch = Annotated[int | None, typer.Option(
+    "--n-batch", help=f"--engine llama.cpp: its logical batch n_batch, tokens (llama-bench -b; "
+                      f"default {LLAMA_CPP_N_BATCH:,}). The prompt runs in passes of "
+                      f"min(n_batch, n_ubatch) tokens.", show_default=False)]
+NUBatch = Annotated[int | None, typer.Option(
+    "--n-ubatch", help=f"--engine llama.cpp: its physical batch n_ubatch, tokens (llama-bench "
+                       f"-ub; ≤ n_batch; default {LLAMA_CPP_N_UBATCH}, clamped to n_batch).",
+    show_default=False)]
 # the parallel layout (perfcast.workload.Layout)
 TensorParallel = Annotated[int, typer.Option(
     "--tensor-parallel", help="GPUs splitting each layer (Megatron tensor parallelism: the "

@@ -29,7 +29,9 @@ from perfcast.cli._common import (
     MicroBatch,
     Mode,
     Model,
+    NBatch,
     NoCache,
+    NUBatch,
     Optimizer,
     OutputLen,
     OverheadMb,
@@ -104,6 +106,8 @@ def _model_kwargs(input_size: str | None, seq_len: int | None, optimizer: str,
     "perfcast predict timm:resnet50 --device my-gpu.json --mode train --batch-size 64 --json",
     "perfcast predict hf:meta-llama/Llama-2-7b-hf --mode generate --device h100-sxm "
     "--input-len 512 --output-len 256 --batch-size 16",
+    "perfcast predict hf:meta-llama/Meta-Llama-3-8B --mode generate --engine llama.cpp "
+    "--precision int4 --device rtx4090 --input-len 1024 --output-len 128 --n-ubatch 256",
     "perfcast predict hf:gpt2-large --mode train --device a100-80gb --batch-size 64 --seq-len 1024 "
     "--data-parallel 4 --tensor-parallel 2"))
 def predict(
@@ -123,6 +127,8 @@ def predict(
     input_len: InputLen = None,
     output_len: OutputLen = None,
     engine: Engine = None,
+    n_batch: NBatch = None,
+    n_ubatch: NUBatch = None,
     data_parallel: DataParallel = 1,
     tensor_parallel: TensorParallel = 1,
     pipeline_parallel: PipelineParallel = 1,
@@ -144,8 +150,9 @@ def predict(
     the store has them). GPUs without labeled data of their own are answered by `crossdevice`
     (from their spec sheet); memory without a learned model by the tensor-memory simulation.
 
-    `--mode generate` (hf: LLMs): latency of a batch of requests, time to first token, time per
-    output token, tokens/s, memory per device (weights + KV cache), energy per token.
+    `--mode generate` (hf: LLMs): latency of --batch-size concurrent requests (every engine;
+    llama.cpp's own batches are --n-batch / --n-ubatch), time to first token, time per output
+    token, tokens/s, memory per device (weights + KV cache), energy per token.
 
     `--mode train` over GPUs (--data-parallel, --tensor-parallel, --pipeline-parallel …;
     --batch-size is the global batch): time per iteration, tokens/s, TFLOP/s per GPU and MFU,
@@ -156,6 +163,7 @@ def predict(
     w, _ = parse_request(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
                          mode=mode, precision=precision, optimizer=optimizer,
                          input_len=input_len, output_len=output_len, engine=engine,
+                         n_batch=n_batch, n_ubatch=n_ubatch,
                          data_parallel=data_parallel, tensor_parallel=tensor_parallel,
                          pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
                          recompute=recompute, zero=zero, schedule=schedule, tf32=tf32)
@@ -295,7 +303,8 @@ def _print_generation(p, as_json: bool) -> None:
     if as_json:
         print_json(p.to_dict())
         return
-    batch = f"n_batch {p.batch_size:,}" if p.engine == "llama.cpp" else f"batch {p.batch_size}"
+    batch = f"batch {p.batch_size}" + (f" (n_batch {p.n_batch:,}, n_ubatch {p.n_ubatch:,})"
+                                       if p.engine == "llama.cpp" else "")
     t = Table(title=f"{p.model} on {p.tensor_parallel}× {p.device} — generate, {p.engine}, "
                     f"{p.precision}, {batch}, {p.input_len} → {p.output_len} tokens")
     t.add_column("quantity")
@@ -418,6 +427,8 @@ def fit(
                             "largest prompt that fits).")] = None,
     output_len: OutputLen = None,
     engine: Engine = None,
+    n_batch: NBatch = None,
+    n_ubatch: NUBatch = None,
     tensor_parallel: TensorParallel = 1,
     as_json: Json = False,
 ):
@@ -433,10 +444,11 @@ def fit(
 
     if mode == "generate":
         _fit_generation(model, device, input_len, output_len, batch_size, engine,
-                        tensor_parallel, precision, limit, as_json)
+                        tensor_parallel, precision, limit, as_json, n_batch, n_ubatch)
         return
     for name, v in (("--batch-size", batch_size), ("--input-len", input_len),
-                    ("--output-len", output_len), ("--engine", engine)):
+                    ("--output-len", output_len), ("--engine", engine), ("--n-batch", n_batch),
+                    ("--n-ubatch", n_ubatch)):
         if v is not None:
             raise PerfcastError(f"{name} applies to fit --mode generate only (fit searches "
                                 f"the batch)")
@@ -467,7 +479,8 @@ def fit(
 
 
 def _fit_generation(model, device, input_len, output_len, batch_size, engine,
-                    tensor_parallel, precision, limit, as_json) -> None:
+                    tensor_parallel, precision, limit, as_json, n_batch=None,
+                    n_ubatch=None) -> None:
     """``fit --mode generate``: the largest batch at given lengths, or the largest prompt."""
     from perfcast.api import as_workload
     from perfcast.devices import get_device
@@ -479,15 +492,18 @@ def _fit_generation(model, device, input_len, output_len, batch_size, engine,
                             "not both")
     req = resolve(as_workload(model, mode="generate", batch_size=batch_size, precision=precision,
                               input_len=input_len, output_len=output_len, engine=engine,
-                              tensor_parallel=tensor_parallel))
+                              tensor_parallel=tensor_parallel, n_batch=n_batch,
+                              n_ubatch=n_ubatch))
     framework = req.engine
+    knobs = {"n_batch": req.n_batch, "n_ubatch": req.n_ubatch} if framework == "llama.cpp" \
+        else {}
     dev = get_device(device)
     if input_len is not None:
         if output_len is None:
             raise PerfcastError("--mode generate needs --output-len (tokens)")
         b, p = max_generation_batch(req, dev, limit=limit)
         d = {"model": model, "device": dev.key, "mode": "generate", "max_batch_size": b,
-             "input_len": input_len, "output_len": output_len, "engine": framework,
+             "input_len": input_len, "output_len": output_len, "engine": framework, **knobs,
              "tensor_parallel": tensor_parallel, "prediction": p.to_dict() if p else None}
         head = (f"largest batch that fits: [bold]{b:,}[/bold] requests of {input_len:,} + "
                 f"{output_len:,} tokens on {tensor_parallel}× {dev.key} ({framework})")
@@ -497,7 +513,7 @@ def _fit_generation(model, device, input_len, output_len, batch_size, engine,
         d = {"model": model, "device": dev.key, "mode": "generate", "max_input_len": i,
              "max_context_tokens": i + req.output_len if i else 0, "limited_by": limited,
              "batch_size": req.batch_size, "output_len": req.output_len,
-             "engine": framework, "tensor_parallel": tensor_parallel,
+             "engine": framework, **knobs, "tensor_parallel": tensor_parallel,
              "prediction": p.to_dict() if p else None}
         head = (f"longest prompt that fits: [bold]{i:,}[/bold] tokens (+ {req.output_len:,} "
                 f"generated = {d['max_context_tokens']:,} context) for {req.batch_size} "
@@ -554,6 +570,8 @@ def cost(
     input_len: InputLen = None,
     output_len: OutputLen = None,
     engine: Engine = None,
+    n_batch: NBatch = None,
+    n_ubatch: NUBatch = None,
     tensor_parallel: TensorParallel = 1,
     as_json: Json = False,
 ):
@@ -585,12 +603,13 @@ def cost(
 
         w = as_workload(model, mode="generate", batch_size=batch_size, precision=precision,
                         input_len=input_len, output_len=output_len, engine=engine,
-                        tensor_parallel=tensor_parallel)
+                        tensor_parallel=tensor_parallel, n_batch=n_batch, n_ubatch=n_ubatch)
         c = estimate_generation_cost(w, device=device, requests=requests, provider=provider,
                                      price_per_hour=price_per_hour, region=region, pue=pue)
     else:
         gen_only = {"--requests": requests, "--input-len": input_len,
-                    "--output-len": output_len, "--engine": engine,
+                    "--output-len": output_len, "--engine": engine, "--n-batch": n_batch,
+                    "--n-ubatch": n_ubatch,
                     "--tensor-parallel": None if tensor_parallel == 1 else tensor_parallel}
         given = [k for k, v in gen_only.items() if v is not None]
         if given:
@@ -731,6 +750,8 @@ def plan(
     slo_tpot: Annotated[float | None, typer.Option(
         "--slo-tpot", help="--mode generate: time-per-output-token SLO (ms, mean).")] = None,
     engine: Engine = None,
+    n_batch: NBatch = None,
+    n_ubatch: NUBatch = None,
     max_batch: Annotated[int | None, typer.Option(
         "--max-batch", help="--mode generate: fix the running requests per replica "
                             "(default: every power of two that fits).")] = None,
@@ -766,7 +787,8 @@ def plan(
                     progress=lambda i, n: prog.update(stage, i, n, ""),
                     rate=rate, input_len=input_len, output_len=output_len,
                     slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot, engine=engine,
-                    max_batch=max_batch, price_per_hour=price_per_hour, provider=provider)
+                    max_batch=max_batch, price_per_hour=price_per_hour, provider=provider,
+                    n_batch=n_batch, n_ubatch=n_ubatch)
     if as_json:
         print_json(r.to_dict(top=top))
         return

@@ -9,7 +9,10 @@ What the sources' numbers mean (verified on every row, ``reports/llm/README.md``
   prompts of ``I`` tokens, then ``O = I`` decode steps. ``Throughput`` = ``B·(I+O) / Latency``
   exactly (prompt *and* generated tokens, summed over the batch) — derived, so latency is the
   one label. **llama.cpp** rows are one sequence: their ``Throughput = (I+O) / Latency`` without
-  ``B``, and ``Batch Size`` is llama.cpp's prompt chunk (``n_batch``), not concurrent requests.
+  ``B``, and ``Batch Size`` is llama.cpp's logical batch ``n_batch``, not concurrent requests —
+  read into ``n_batch`` (``n_ubatch`` = ``min(512, n_batch)``, llama-bench's default clamped as
+  llama.cpp does), their ``batch_size`` / ``concurrent`` 1 (``batch_size`` is concurrent
+  requests in every row, as ``--batch-size`` is in every engine).
   One "device" of MI250 and of Intel Max 1550 is a whole card (two dies).
 * **ML.ENERGY** ``Avg TPOT (s)`` is the time per output token of a request under continuous
   batching at ``Avg BS`` running requests; ``Token tput`` counts output tokens of the whole
@@ -27,7 +30,7 @@ from perfcast.datasets._base import Drops, LoadReport, data_file, read_csv, reso
 
 #: Columns of an LLM measurement frame (units in the names).
 LLM_COLUMNS = ("model", "device", "n_devices", "framework", "precision", "batch_size",
-               "input_len", "output_len", "latency_s", "ttft_s", "tpot_s",
+               "n_batch", "n_ubatch", "input_len", "output_len", "latency_s", "ttft_s", "tpot_s",
                "throughput_tok_s", "energy_per_request_j", "energy_per_token_j",
                "power_per_device_w", "source", "source_row", "raw_device")
 
@@ -68,13 +71,14 @@ def _bounds(df: pd.DataFrame) -> pd.Series:
     from perfcast.llm.physics import generation_bound
 
     out = pd.Series(np.nan, index=df.index)
-    for (model, dev, n, b, i, o, prec, fw, bs), idx in df.groupby(
+    chunk = np.fmin(df["n_batch"], df["n_ubatch"]).fillna(0).astype(int)
+    for (model, dev, n, b, i, o, prec, fw, u), idx in df.assign(chunk=chunk).groupby(
             ["model", "device", "n_devices", "concurrent", "input_len", "output_len",
-             "precision", "framework", "batch_size"]).groups.items():
+             "precision", "framework", "chunk"]).groups.items():
         g = generation_bound(llm_arch(f"hf:{model}"), get_device(dev), batch=int(b),
                              input_len=int(i), output_len=int(o), n_devices=int(n),
                              precision=prec, engine=fw,
-                             prompt_chunk=int(bs) if fw == "llama.cpp" else None)
+                             prompt_chunk=int(u) if fw == "llama.cpp" else None)
         out[idx] = g.total_s
     return out
 
@@ -108,20 +112,28 @@ def load_llm_bench(data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
         "source": "llm-inference-bench", "source_row": raw.index, "raw_device": hw})
     drops.mark(~(df["latency_s"] > 0), "no positive latency")
     kept = df[drops.kept].copy()
-    # llama.cpp serves one sequence; its "Batch Size" is the prompt chunk
-    kept["concurrent"] = np.where(kept["framework"] == "llama.cpp", 1, kept["batch_size"])
+    # llama.cpp's rows are one sequence; their "Batch Size" is its logical batch n_batch
+    from perfcast.workload import LLAMA_CPP_N_UBATCH
+
+    lc = (kept["framework"] == "llama.cpp").to_numpy()
+    kept["n_batch"] = np.where(lc, kept["batch_size"], np.nan)
+    kept["n_ubatch"] = np.fmin(kept["n_batch"], LLAMA_CPP_N_UBATCH)
+    kept["batch_size"] = np.where(lc, 1, kept["batch_size"])
+    kept["concurrent"] = kept["batch_size"]
     kept["bound_s"] = _bounds(kept)
     fast = kept["latency_s"] < IMPOSSIBLE_RATIO * kept["bound_s"]
     drops.mark(fast.reindex(df.index, fill_value=False),
                f"faster than {IMPOSSIBLE_RATIO:.0%} of the arithmetic bound (weights and KV "
                f"cache streamed once per decode step at peak bandwidth): not a full generation")
     kept = kept[~fast]
-    keys = ["model", "device", "n_devices", "framework", "batch_size", "input_len"]
+    kept["_n_batch"] = kept["n_batch"].fillna(0)  # a key without NaN (groupby drops those)
+    keys = ["model", "device", "n_devices", "framework", "batch_size", "_n_batch", "input_len"]
     dup = kept.duplicated(keys, keep="first")
     drops.mark(dup.reindex(df.index, fill_value=False),
                "repeated configuration (averaged into the first row)")
     agg = kept.groupby(keys, sort=False).agg(latency_s=("latency_s", "mean")).reset_index()
-    kept = kept[~dup].drop(columns="latency_s").merge(agg, on=keys, how="left")
+    kept = kept[~dup].drop(columns="latency_s").merge(agg, on=keys, how="left") \
+        .drop(columns="_n_batch")
     kept["throughput_tok_s"] = kept["concurrent"] * (kept["input_len"] + kept["output_len"]) \
         / kept["latency_s"]
     rep.dropped = drops.counts()

@@ -122,7 +122,8 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
          output_len: int | None = None, slo_ttft_ms: float | None = None,
          slo_tpot_ms: float | None = None, engine: str | None = None,
          max_batch: int | None = None, price_per_hour: float | None = None,
-         provider: str | None = None):
+         provider: str | None = None, n_batch: int | None = None,
+         n_ubatch: int | None = None):
     """``mode="train"``: rank every valid layout of ``gpus`` GPUs of ``device`` for one
     training iteration of ``model`` with a global ``batch_size`` (default 32 per … GPU:
     ``gpus`` × 1 sample, at least 32). The layout options fix part of the search:
@@ -134,9 +135,9 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
     ``mode="generate"``: the deployments of the LLM ``model`` serving ``rate`` requests/s of
     ``input_len`` → ``output_len`` tokens on ``device`` within ``slo_ttft_ms`` /
     ``slo_tpot_ms``, cheapest first (:func:`perfcast.decisions.serving.plan_serving`:
-    ``engine``, ``precision``, a fixed ``tensor_parallel`` or ``max_batch``, ``gpus`` = the
-    most GPUs, ``price_per_hour`` / ``provider``). Returns a
-    :class:`~perfcast.decisions.serving.ServingPlan`.
+    ``engine``, ``precision``, a fixed ``tensor_parallel`` or ``max_batch``, llama.cpp's
+    ``n_batch`` / ``n_ubatch``, ``gpus`` = the most GPUs, ``price_per_hour`` /
+    ``provider``). Returns a :class:`~perfcast.decisions.serving.ServingPlan`.
 
     Both price the GPUs: ``price_per_hour`` (USD per GPU-hour) if given, else ``provider``'s
     latest on-demand price, else the lowest provider's
@@ -151,7 +152,7 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
         raise unknown_choice("plan mode", mode, PLAN_MODES)
     serving = {"--rate": rate, "--input-len": input_len, "--output-len": output_len,
                "--slo-ttft": slo_ttft_ms, "--slo-tpot": slo_tpot_ms, "--engine": engine,
-               "--max-batch": max_batch}
+               "--max-batch": max_batch, "--n-batch": n_batch, "--n-ubatch": n_ubatch}
     if mode == "generate":
         training = {"--cluster": cluster, "--batch-size": batch_size, "--seq-len": seq_len,
                     "--data-parallel": data_parallel,
@@ -164,7 +165,8 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
             raise PerfcastError(f"{', '.join(bad)} apply to plan --mode train; --mode "
                                 f"generate takes --rate, --input-len, --output-len, --slo-ttft, "
                                 f"--slo-tpot, --engine, --precision, --tensor-parallel, "
-                                f"--max-batch, --gpus (the most)")
+                                f"--max-batch, --gpus (the most), --n-batch / --n-ubatch "
+                                f"(llama.cpp)")
         from perfcast.decisions.serving import plan_serving
 
         return plan_serving(model, device=device, rate=rate, input_len=input_len,
@@ -172,7 +174,7 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
                             slo_tpot_ms=slo_tpot_ms, engine=engine, precision=precision,
                             tensor_parallel=tensor_parallel, max_batch=max_batch,
                             max_gpus=gpus, price_per_hour=price_per_hour, provider=provider,
-                            progress=progress)
+                            n_batch=n_batch, n_ubatch=n_ubatch, progress=progress)
     bad = [k for k, v in serving.items() if v is not None]
     if bad:
         raise PerfcastError(f"{', '.join(bad)} apply to plan --mode generate (serving an LLM "

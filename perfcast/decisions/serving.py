@@ -6,8 +6,8 @@ profile of the target GPU (every time comes from the spec sheet through perfcast
 **Candidates**: every tensor-parallel degree ``T`` the model and the node allow (``T`` divides
 the heads, the KV heads divide or are a multiple of it, ``T`` ≤ the device's GPUs per node;
 llama.cpp: a layer split over ``T`` devices) × every ``max batch`` (running requests a replica
-admits, vLLM's ``max_num_seqs``: powers of two up to what the KV cache holds at ``I + O``
-tokens; llama.cpp: one sequence) × the fewest **replicas** ``R`` that carry the rate within
+admits, vLLM's ``max_num_seqs``, llama.cpp's server slots ``-np``: powers of two up to what
+the KV cache holds at ``I + O`` tokens) × the fewest **replicas** ``R`` that carry the rate within
 the SLOs. The cheapest is the one with the fewest GPU-hours (``R·T`` GPUs of one device: the
 same order at any price), ties to lower energy, then lower latency.
 
@@ -114,6 +114,9 @@ class ServingPlan:
     #: (commit …)``); ``price_source`` is the row's URL, or ``given``
     provider: str | None = None
     price_as_of: str | None = None
+    #: llama.cpp's logical and physical batch (``None`` for the other engines)
+    n_batch: int | None = None
+    n_ubatch: int | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
@@ -130,7 +133,7 @@ class Replica:
     ``t_prefill_alone`` (one prompt's latency), and the phase powers."""
 
     def __init__(self, req, device, arch, batches: list[int]):
-        from perfcast.generation import decode_step_seconds
+        from perfcast.generation import decode_step_seconds, prompt_pass_tokens
         from perfcast.llm.energy import decode_step_work, load_phase_power, power_bounds
         from perfcast.llm.prefill import ENGINE_PREFILL, estimate_prefill
 
@@ -139,9 +142,11 @@ class Replica:
         self.llama = req.engine == "llama.cpp"
         self.batches = np.array(sorted(set(batches)), float)
         self.steps = np.array(decode_step_seconds(req, device, [int(b) for b in self.batches]))
-        chunk = ENGINE_PREFILL[req.engine].chunk or i
-        k = 1 if self.llama else max(1, chunk // i)
-        kw = dict(engine=req.engine, precision=req.precision, input_len=i, n_devices=n)
+        own = prompt_pass_tokens(req)  # llama.cpp: min(n_batch, n_ubatch)
+        chunk = own or ENGINE_PREFILL[req.engine].chunk or i
+        k = max(1, chunk // i)
+        kw = dict(engine=req.engine, precision=req.precision, input_len=i, n_devices=n,
+                  chunk=own)
         shared = estimate_prefill(arch, device, batch=k, **kw)
         alone = estimate_prefill(arch, device, batch=1, **kw)
         self.t_pre = shared.seconds / k
@@ -280,10 +285,12 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
                  precision: str | None = None, tensor_parallel: int | None = None,
                  max_batch: int | None = None, max_gpus: int | None = None,
                  price_per_hour: float | None = None, provider: str | None = None,
+                 n_batch: int | None = None, n_ubatch: int | None = None,
                  progress: Callable[[int, int], None] | None = None) -> ServingPlan:
     """Rank the deployments of ``model`` on ``device`` serving ``rate`` requests/s of
     ``input_len`` → ``output_len`` tokens (module docstring). ``tensor_parallel`` /
-    ``max_batch`` fix part of the search; ``max_gpus`` caps ``R·T``; ``price_per_hour`` (USD
+    ``max_batch`` fix part of the search (llama.cpp: ``n_batch`` / ``n_ubatch``, its logical
+    and physical batch); ``max_gpus`` caps ``R·T``; ``price_per_hour`` (USD
     per GPU-hour) or ``provider`` choose the price (default: the lowest provider's latest
     on-demand price, :func:`~perfcast.decisions.prices.choose_price`)."""
     from perfcast.api import as_workload
@@ -307,7 +314,8 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
             raise PerfcastError(f"{name} must be a positive integer, got {v!r}")
     req = resolve(as_workload(model, mode="generate", precision=precision, input_len=input_len,
                               output_len=output_len, engine=engine,
-                              tensor_parallel=tensor_parallel))
+                              tensor_parallel=tensor_parallel, n_batch=n_batch,
+                              n_ubatch=n_ubatch))
     req.require_lengths()
     dev = get_device(device)
     if not dev.is_gpu:
@@ -327,25 +335,21 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
     cands: list[tuple[int, int, Any]] = []
     skipped: list[str] = []
     for t in tps:
-        r = req.replace(tensor_parallel=t, batch_size=req.batch_size if req.engine ==
-                        "llama.cpp" else 1)
+        r = req.replace(tensor_parallel=t, batch_size=1)
         fits = _fits_fn(arch, r, dev)
         if not fits(r):
             skipped.append(f"T={t}: the weights do not fit")
             continue
-        if req.engine == "llama.cpp":
-            batches = [1]
-        else:
-            top = 1
-            while top * 2 <= MAX_BATCH_LIMIT and fits(r.replace(batch_size=top * 2)):
-                top *= 2
-            batches = [b for b in (2 ** j for j in range(11)) if b <= top]
-            if max_batch is not None:
-                if max_batch > top:
-                    skipped.append(f"T={t}: --max-batch {max_batch} does not fit "
-                                   f"(≤ {top} at {req.input_len + req.output_len:,} tokens)")
-                    continue
-                batches = [max_batch]
+        top = 1
+        while top * 2 <= MAX_BATCH_LIMIT and fits(r.replace(batch_size=top * 2)):
+            top *= 2
+        batches = [b for b in (2 ** j for j in range(11)) if b <= top]
+        if max_batch is not None:
+            if max_batch > top:
+                skipped.append(f"T={t}: --max-batch {max_batch} does not fit "
+                               f"(≤ {top} at {req.input_len + req.output_len:,} tokens)")
+                continue
+            batches = [max_batch]
         cands.append((t, r, batches))
     if not cands:
         raise PerfcastError(f"no deployment of {arch.model_id} fits {dev.key} "
@@ -415,8 +419,11 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
     feasible = sum(x.meets_slo for x in rows)
     winner = rows[0] if rows and rows[0].meets_slo else None
     if req.engine == "llama.cpp":
-        notes.append("llama.cpp serves one sequence per replica (no continuous batching "
-                     "modelled): max batch 1")
+        notes.append(f"llama.cpp: max batch = the server's slots (-np), its prompts in passes "
+                     f"of min(n_batch {req.n_batch:,}, n_ubatch {req.n_ubatch:,}) tokens; the "
+                     f"data has llama.cpp rows of one sequence only, so a decode step of N "
+                     f"sequences is the learned one-sequence step × the arithmetic bound's "
+                     f"ratio of N sequences to one")
     notes.append(f"times: prefill from the prefill model, decode steps from the learned model "
                  f"at each batch (interpolated), both from {dev.key}'s spec sheet; queueing: "
                  f"continuous batching with chunked prefill (perfcast.decisions.serving), "
@@ -433,7 +440,8 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
                        output_len=req.output_len, slo_ttft_ms=slo_ttft_ms,
                        slo_tpot_ms=slo_tpot_ms, usd_per_gpu_hour=price,
                        price_source=choice.price_source, provider=choice.provider,
-                       price_as_of=choice.price_as_of,
+                       price_as_of=choice.price_as_of, n_batch=req.n_batch,
+                       n_ubatch=req.n_ubatch,
                        rows=rows, winner=winner, evaluated=len(rows), feasible=feasible,
                        elapsed_s=time.perf_counter() - t0, notes=notes)
 

@@ -134,12 +134,25 @@ def _terms(work, dev, precision: str, decode_only: bool) -> np.ndarray:
     return out
 
 
+def _llama_batches(row) -> tuple[int, int]:
+    """llama.cpp's ``(n_batch, n_ubatch)`` of a row: its ``n_batch`` / ``n_ubatch`` columns,
+    llama-bench's defaults (2,048; ``min(512, n_batch)``) where absent."""
+    from perfcast.workload import LLAMA_CPP_N_BATCH, LLAMA_CPP_N_UBATCH
+
+    def get(k):
+        v = row.get(k) if hasattr(row, "get") else None
+        return None if v is None or pd.isna(v) else int(v)
+
+    nb = get("n_batch") or LLAMA_CPP_N_BATCH
+    return nb, get("n_ubatch") or min(LLAMA_CPP_N_UBATCH, nb)
+
+
 def _work_for(row, arch, dev, target: str):
     from perfcast.llm.physics import request_work
 
     b = int(max(1, round(row["concurrent"])))
     engine = row["framework"]
-    chunk = int(row["batch_size"]) if engine == "llama.cpp" else None
+    chunk = min(_llama_batches(row)) if engine == "llama.cpp" else None
     if target == "latency_s":
         return request_work(arch, dev, batch=b, input_len=int(row["input_len"]),
                             output_len=int(row["output_len"]), n_devices=int(row["n_devices"]),
@@ -155,7 +168,8 @@ def _work_for(row, arch, dev, target: str):
 def features(frame: pd.DataFrame, target: str = "latency_s",
              devices: dict | None = None) -> pd.DataFrame:
     """The feature matrix of an LLM measurement / request frame (columns of
-    :data:`perfcast.datasets.llm.LLM_COLUMNS`; ``concurrent`` defaults to ``batch_size``):
+    :data:`perfcast.datasets.llm.LLM_COLUMNS`; ``concurrent`` defaults to ``batch_size``;
+    llama.cpp rows read ``n_batch`` / ``n_ubatch``, :func:`_llama_batches`):
     one row per request with the model, request, hardware and physics features, ``bound_s``
     (the lower bound of the target: whole request, one decode step, or one step ÷ running
     batch), ``group`` (engine|vendor) and ``terms`` (the passes, for the engine model).
@@ -197,7 +211,12 @@ def features(frame: pd.DataFrame, target: str = "latency_s",
             "max_positions": arch.max_positions or np.nan, "moe": float(arch.moe),
             "kv_kib_per_token": arch.kv_bytes_per_token(r["precision"]) / 1024,
             "weight_bytes_per_param": WEIGHT_BYTES[r["precision"]],
-            "batch_size": float(r["batch_size"]), "concurrent": float(r["concurrent"]),
+            # llama.cpp's rows (one sequence each) carry their n_batch in this feature — what
+            # LLM-Inference-Bench's "Batch Size" column is for llama.cpp, and what the shipped
+            # models were trained on; concurrent sequences are in `concurrent`
+            "batch_size": float(_llama_batches(r)[0] if r["framework"] == "llama.cpp"
+                                else r["batch_size"]),
+            "concurrent": float(r["concurrent"]),
             "input_len": float(r["input_len"]) if pd.notna(r["input_len"]) else np.nan,
             "output_len": float(r["output_len"]), "n_devices": float(r["n_devices"]),
             **{f"engine_{e}": float(r["framework"] == e) for e in ENGINES},

@@ -9,8 +9,9 @@ must move from device memory:
 * **prefill**: one pass over the ``B·I`` prompt tokens (FLOPs = ``B·I`` × 2 × active
   parameters + causal attention ``B · 4·L·H·d · I²/2``; bytes = the weights those tokens
   touch).
-  llama.cpp feeds the prompt in chunks of ``n_batch`` tokens (LLM-Inference-Bench's "Batch
-  Size" for llama.cpp): ``⌈I / n_batch⌉`` passes, each streaming the weights again;
+  llama.cpp feeds the prompt of its ``B`` sequences in passes of ``u = min(n_batch,
+  n_ubatch)`` tokens (``prompt_chunk``; LLM-Inference-Bench's llama.cpp "Batch Size" is
+  ``n_batch`` with one sequence): ``⌈B·I / u⌉`` passes, each streaming the weights again;
 * **decode**: ``O − 1`` passes (the prefill yields the first token) of one token per sequence
   at context ``c = I+1 … I+O−1``; each streams
   the weights its ``B`` tokens use (for an MoE the experts they touch) and every sequence's KV
@@ -58,7 +59,7 @@ MEMORY_UTILIZATION = 0.9
 DECODE_SAMPLES = 16
 #: Engines that shard every layer across their devices (tensor parallelism).
 TENSOR_PARALLEL_ENGINES = ("vllm", "trt-llm", "deepspeed-mii", "hf")
-#: Engines that serve one sequence and split layers across devices.
+#: Engines that split the layers across their devices (a token visits them in turn).
 LAYER_SPLIT_ENGINES = ("llama.cpp",)
 #: In-node all-reduce on NVLink (NCCL), ``time = α + bytes / β(n)``: least-squares fit (log
 #: space) of vidur's A100 DGX profile (``../shared/data/vidur/network/a100_dgx-all_reduce.csv``,
@@ -165,8 +166,8 @@ def request_work(arch: LLMArch, device, *, batch: int, input_len: int, output_le
                  n_devices: int = 1, precision: str = "fp16", engine: str = "vllm",
                  prompt_chunk: int | None = None) -> Work:
     """The forward passes of a request batch (module docstring). ``batch`` is the number of
-    sequences (1 for llama.cpp); ``prompt_chunk`` the tokens per prefill pass (llama.cpp's
-    ``n_batch``; ``None``: the whole prompt in one pass)."""
+    sequences; ``prompt_chunk`` the tokens per prefill pass of all of them together (llama.cpp's
+    ``min(n_batch, n_ubatch)``; ``None``: the whole prompts in one pass)."""
     layer_split = engine in LAYER_SPLIT_ENGINES
     wbytes = arch.params and arch.weight_bytes(precision) / arch.params  # bytes per parameter
     kv_tok = arch.kv_bytes_per_token(precision)
@@ -180,16 +181,17 @@ def request_work(arch: LLMArch, device, *, batch: int, input_len: int, output_le
     kv_ctx = _kv_context(arch, ctx)
     parts = []
     for b, times in sizes:
-        # prefill: ⌈I / chunk⌉ passes, each streaming the weights; FLOPs split evenly
-        chunk = min(input_len, prompt_chunk) if prompt_chunk else input_len
-        npass = math.ceil(input_len / chunk)
+        # prefill: the b·I prompt tokens in ⌈b·I / chunk⌉ passes of ≤ chunk tokens, each
+        # streaming the weights; FLOPs split evenly
         tokens = b * input_len
+        chunk = min(tokens, prompt_chunk) if prompt_chunk else tokens
+        npass = math.ceil(tokens / chunk)
         f_pre = tokens * arch.flops_per_token() \
             + b * arch.attention_flops(input_len, input_len / 2.0)
-        m_pre = arch.active_params(b * chunk) * wbytes + b * kv_tok * input_len / 2.0 \
+        m_pre = arch.active_params(chunk) * wbytes + b * kv_tok * input_len / 2.0 \
             * (npass > 1)
         parts.append((np.array([times * npass]), np.array([f_pre / npass]), np.array([m_pre]),
-                      np.array([b * chunk * arch.hidden * 2.0]), np.array([False])))
+                      np.array([chunk * arch.hidden * 2.0]), np.array([False])))
         if steps <= 0:
             continue
         # decode: O − 1 steps, represented by k contexts

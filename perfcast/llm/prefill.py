@@ -4,9 +4,9 @@ tokens — ``ttft_ms`` — priced operator by operator, per serving engine.
 A prompt of ``I`` tokens is processed in **passes** of at most the engine's chunk
 (:data:`ENGINE_PREFILL`): vLLM chunks prefill at ``max_num_batched_tokens`` tokens (several
 short prompts share a pass), TensorRT-LLM runs the whole context up to ``max_num_tokens``,
-DeepSpeed-FastGen splits and fuses at its token budget, llama.cpp feeds ``n_ubatch`` tokens at
-a time (``min(n_batch, 512)``; ``--batch-size`` is its ``n_batch``), Hugging Face the whole
-prompt. Each pass is priced from its operators on the device's spec sheet (peak FLOP/s,
+DeepSpeed-FastGen splits and fuses at its token budget, llama.cpp feeds ``min(n_batch,
+n_ubatch)`` tokens at a time (``--n-batch`` / ``--n-ubatch``, default 2,048 / 512; the
+``--batch-size`` sequences' prompts share the passes), Hugging Face the whole prompt. Each pass is priced from its operators on the device's spec sheet (peak FLOP/s,
 bandwidth), every layer alike:
 
 * **GEMMs** (QKV, output, MLP up/gate and down projections, ÷ the tensor-parallel devices;
@@ -65,6 +65,7 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.llm.arch import LLMArch, kv_heads_per_device
+from perfcast.workload import LLAMA_CPP_N_BATCH, LLAMA_CPP_N_UBATCH
 
 #: Format of ``llm-prefill/config.json``.
 FORMAT = "perfcast-llm-prefill/1"
@@ -74,9 +75,10 @@ CONFIG_FILE = "config.json"
 #: llama.cpp multiplies quantized weights with its own kernels up to this many tokens
 #: (``MMQ_MAX_BATCH_SIZE``); above it, it dequantises to FP16 and calls cuBLAS.
 LLAMA_CPP_MMQ_MAX_TOKENS = 32
-#: llama.cpp's default physical batch (``n_ubatch``) and logical batch (``n_batch``).
-LLAMA_CPP_UBATCH = 512
-LLAMA_CPP_NBATCH = 2048
+#: llama.cpp's default physical batch (``n_ubatch``) and logical batch (``n_batch``), declared
+#: with the options in :mod:`perfcast.workload`.
+LLAMA_CPP_UBATCH = LLAMA_CPP_N_UBATCH
+LLAMA_CPP_NBATCH = LLAMA_CPP_N_BATCH
 #: Bytes a materialised attention score moves through memory (llama.cpp without flash
 #: attention): f32 write by the K·Qᵀ GEMM, f32 read + write by softmax, f32 read + f16 write by
 #: the conversion to the second GEMM's input, f16 read by it.
@@ -122,8 +124,8 @@ ENGINE_PREFILL: dict[str, EnginePrefill] = {
     "llama.cpp": EnginePrefill(
         "llama.cpp", LLAMA_CPP_UBATCH, "materialized", "to-fp16-above-mmq", act_bytes=4,
         fp16_accumulate=True, layer_split=True,
-        source="llama.cpp: ubatches of min(n_batch, n_ubatch = 512) tokens, attention without "
-               "-fa (its default), quantized weights dequantised to FP16 for cuBLAS above 32 "
+        source="llama.cpp: passes of min(n_batch, n_ubatch) tokens (default 512), "
+               "attention without -fa (its default), quantized weights dequantised to FP16 for cuBLAS above 32 "
                "tokens, f32 activations, cuBLAS in FP16 (CUBLAS_COMPUTE_16F), layer split "
                "pipelining the ubatches"),
 }

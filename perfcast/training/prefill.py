@@ -157,22 +157,26 @@ def operator_loho(ops: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- llama.cpp
 def prompt_differences(bench: pd.DataFrame) -> pd.DataFrame:
     """LLM-Inference-Bench llama.cpp rows paired within a configuration (device, devices,
-    model, prompt = output length) that differ only in ``n_batch`` (its "Batch Size"): one row
+    model, prompt = output length; one sequence each) that differ only in ``n_batch`` (its
+    "Batch Size", the records' ``n_batch`` column — :func:`perfcast.datasets.llm.
+    load_llm_bench`): one row
     per (configuration, ``n_batch`` a, the largest ``n_batch`` b of the configuration) with
     ``measured_s`` = latency(a) − latency(b) — prompt processing at a minus at b, the generated
     tokens being the same — and ``latency_b_s``."""
     lc = bench[bench["framework"] == "llama.cpp"]
+    if "n_batch" not in lc.columns:
+        raise PerfcastError("llama.cpp rows need their n_batch column (load_llm_bench's)")
     rows = []
     keys = ["device", "n_devices", "model", "input_len", "output_len", "precision"]
     for key, g in lc.groupby(keys):
-        if g["batch_size"].nunique() < 2:
+        if g["n_batch"].nunique() < 2:
             continue
-        top = g.loc[g["batch_size"].idxmax()]
+        top = g.loc[g["n_batch"].idxmax()]
         for _, r in g.iterrows():
-            if r["batch_size"] == top["batch_size"]:
+            if r["n_batch"] == top["n_batch"]:
                 continue
-            rows.append({**dict(zip(keys, key)), "n_batch_a": int(r["batch_size"]),
-                         "n_batch_b": int(top["batch_size"]),
+            rows.append({**dict(zip(keys, key)), "n_batch_a": int(r["n_batch"]),
+                         "n_batch_b": int(top["n_batch"]),
                          "measured_s": float(r["latency_s"] - top["latency_s"]),
                          "latency_a_s": float(r["latency_s"]),
                          "latency_b_s": float(top["latency_s"])})
@@ -184,6 +188,7 @@ def _ops_on_grid(diffs: pd.DataFrame, consts, devices: dict) -> dict[str, np.nda
     for each ``b`` of :data:`B_GRID` (no overheads, one device's time), and the passes."""
     from perfcast.llm.arch import llm_arch
     from perfcast.llm.prefill import PrefillConstants, estimate_prefill
+    from perfcast.workload import LLAMA_CPP_N_UBATCH
 
     k = PrefillConstants(gemm=consts["gemm"], memop=consts["memop"])
     cache: dict[tuple, tuple[np.ndarray, int, int]] = {}
@@ -194,10 +199,10 @@ def _ops_on_grid(diffs: pd.DataFrame, consts, devices: dict) -> dict[str, np.nda
             arch = llm_arch(f"hf:{model}")
             vals = np.array([estimate_prefill(
                 arch, devices[dev], engine="llama.cpp", precision=prec, batch=1, input_len=i,
-                n_devices=1, chunk=min(nb, 512), constants=k,
+                n_devices=1, chunk=min(nb, LLAMA_CPP_N_UBATCH), constants=k,
                 overheads={"b": float(b), "t_pass_s": 0.0, "t_layer_s": 0.0}).seconds
                 for b in B_GRID])
-            npass = math.ceil(i / min(nb, 512))
+            npass = math.ceil(i / min(nb, LLAMA_CPP_N_UBATCH))
             cache[key] = (vals, npass, arch.layers)
         return cache[key]
 
