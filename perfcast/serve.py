@@ -205,6 +205,8 @@ def _models():
         recompute: str | None = None
         zero: int | None = None
         schedule: str | None = None
+        flash_attention: str | None = Field(None, description="--flash-attention: auto, on "
+                                                              "or off")
         cluster: str | None = Field(None, description="--cluster: a cluster JSON file")
 
     class FitRequest(Common):
@@ -275,6 +277,7 @@ def _models():
         recompute: str | None = None
         zero: str | list[int] | int | None = Field(None, description="ZeRO stages: 0,1 or [0, 1]")
         schedule: str = "1f1b"
+        flash_attention: str = Field("auto", description="--flash-attention: auto, on or off")
         top: int = Field(15, description="layouts in the answer (--top)")
 
     return PredictRequest, FitRequest, RankRequest, CostRequest, PlanRequest

@@ -85,6 +85,10 @@ ZERO_STAGES = (0, 1, 2, 3)
 #: (Megatron's virtual stages: each GPU holds :data:`INTERLEAVED_CHUNKS` model chunks) and
 #: ``gpipe`` (all forwards, then all backwards).
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
+#: FlashAttention in training (``--flash-attention``): ``auto`` = on where the GPU runs it
+#: (NVIDIA compute capability ≥ 8.0 — FlashAttention-2 — and AMD MI200 / MI300), ``on`` (the
+#: GPU must run it), ``off`` (eager attention: the S² scores written, kept, read back).
+FLASH_ATTENTION = ("auto", "on", "off")
 #: Model chunks per pipeline stage of the interleaved schedule.
 INTERLEAVED_CHUNKS = 2
 #: Most GPUs one layout may span (a T·P·D beyond it is refused as a typo).
@@ -389,11 +393,13 @@ _MODE_DEFAULT: Any = type("ModeDefault", (), {"__repr__": lambda self: "'fp32'"}
 #: ``Workload.of`` / ``replace`` keywords of the layout and the :class:`Layout` field each sets.
 LAYOUT_KEYWORDS = {"data_parallel": "data", "tensor_parallel": "tensor",
                    "pipeline_parallel": "pipeline", "micro_batch_size": "micro_batch",
-                   "recompute": "recompute", "zero": "zero", "schedule": "schedule"}
+                   "recompute": "recompute", "zero": "zero", "schedule": "schedule",
+                   "flash_attention": "flash_attention"}
 #: The command-line option of each layout field (what the error messages name).
 LAYOUT_OPTIONS = {"data": "--data-parallel", "tensor": "--tensor-parallel",
                   "pipeline": "--pipeline-parallel", "micro_batch": "--micro-batch-size",
-                  "recompute": "--recompute", "zero": "--zero", "schedule": "--schedule"}
+                  "recompute": "--recompute", "zero": "--zero", "schedule": "--schedule",
+                  "flash_attention": "--flash-attention"}
 
 
 @dataclass(frozen=True)
@@ -403,9 +409,10 @@ class Layout:
     ways; for ``--mode generate`` the serving devices), ``pipeline`` (P stages of consecutive
     layers), ``micro_batch`` (m samples per pipeline / gradient-accumulation micro-batch;
     ``None`` = the fastest that fits, chosen by the prediction), ``recompute``
-    (:data:`RECOMPUTE`), ``zero`` (:data:`ZERO_STAGES`) and ``schedule`` (:data:`SCHEDULES`).
-    The GPUs are ``T·P·D``; the global batch (``Workload.batch_size``) is ``D · m ·`` the
-    micro-batches each replica accumulates."""
+    (:data:`RECOMPUTE`), ``zero`` (:data:`ZERO_STAGES`), ``schedule`` (:data:`SCHEDULES`) and
+    ``flash_attention`` (:data:`FLASH_ATTENTION`; resolved per GPU by
+    :func:`perfcast.parallel.model.fused_attention`). The GPUs are ``T·P·D``; the global batch
+    (``Workload.batch_size``) is ``D · m ·`` the micro-batches each replica accumulates."""
 
     data: int = 1
     tensor: int = 1
@@ -414,6 +421,7 @@ class Layout:
     recompute: str = "none"
     zero: int = 0
     schedule: str = "1f1b"
+    flash_attention: str = "auto"
 
     @property
     def gpus(self) -> int:
@@ -444,6 +452,7 @@ class Layout:
         if isinstance(self.zero, bool) or self.zero not in ZERO_STAGES:
             raise unknown_choice("ZeRO stage", self.zero, ZERO_STAGES)
         _choice("pipeline schedule", self.schedule, SCHEDULES)
+        _choice("flash attention", self.flash_attention, FLASH_ATTENTION)
         if self.gpus > MAX_GPUS:
             raise PerfcastError(f"the layout spans T·P·D = {self.gpus:,} GPUs; at most "
                                 f"{MAX_GPUS:,}")
@@ -452,12 +461,13 @@ class Layout:
         return {"data_parallel": self.data, "tensor_parallel": self.tensor,
                 "pipeline_parallel": self.pipeline, "micro_batch_size": self.micro_batch,
                 "recompute": self.recompute, "zero": self.zero, "schedule": self.schedule,
-                "gpus": self.gpus}
+                "flash_attention": self.flash_attention, "gpus": self.gpus}
 
     def __str__(self) -> str:
         m = f"m={self.micro_batch}" if self.micro_batch else "m=auto"
+        flash = "" if self.flash_attention == "auto" else f" flash={self.flash_attention}"
         return (f"D={self.data} T={self.tensor} P={self.pipeline} {m} "
-                f"recompute={self.recompute} zero={self.zero} {self.schedule}")
+                f"recompute={self.recompute} zero={self.zero} {self.schedule}{flash}")
 
 
 def _layout_of(layout: Layout | None, kw: dict[str, Any]) -> Layout:
@@ -749,6 +759,9 @@ class Workload:
                                     f"{'applies' if len(given) == 1 else 'apply'} to --mode "
                                     f"train{also}, not --mode {self.mode}")
             return
+        if lay.flash_attention != "auto" and self.model.kind != "hf":
+            raise PerfcastError(f"--flash-attention is the attention kernel of an hf: "
+                                f"transformer's layers; {self.model.text} has none to set")
         if (lay.tensor > 1 or lay.pipeline > 1) and self.model.kind != "hf":
             raise PerfcastError(f"tensor and pipeline parallelism split a transformer's layers "
                                 f"(hf: models); {self.model.text} takes --data-parallel (and "
@@ -1033,7 +1046,8 @@ def _versions(packages: tuple[str, ...] = ("torch", "timm", "transformers", "onn
     return tuple(out)
 
 
-__all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "GENERATE_PRECISIONS",
+__all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "FLASH_ATTENTION",
+           "GENERATE_PRECISIONS",
            "GGUF_PRECISIONS", "GRAPH_MODES", "LLAMA_CPP_N_BATCH", "LLAMA_CPP_N_UBATCH",
            "INPUT_KINDS", "INTERLEAVED_CHUNKS", "LAYOUT_KEYWORDS", "LAYOUT_OPTIONS", "Layout",
            "MAX_GPUS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE",

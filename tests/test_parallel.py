@@ -7,6 +7,7 @@ acceptance command on GPT-3 XL and the DLPerf checks are ``slow``.
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -238,7 +239,23 @@ def test_more_pipeline_stages_more_bubble_and_zero3_costs_time(tiny):
     assert il.breakdown_ms["pipeline_bubble"] < p1.breakdown_ms["pipeline_bubble"]
     z0 = perfcast.predict(tiny, data_parallel=4, **kw)
     z3 = perfcast.predict(tiny, data_parallel=4, zero=3, **kw)
-    assert z3.memory_mb < z0.memory_mb and z3.time_ms >= z0.time_ms
+    assert z3.memory_mb < z0.memory_mb and z3.breakdown_ms["zero3_allgather"] > 0
+    # ZeRO-3 moves the weights twice and the gradients once per micro-batch (ZeRO-0: the
+    # gradients once per iteration): with nothing hidden behind compute it costs time
+    from perfcast.devices import get_device
+    from perfcast.parallel import Cluster
+    from perfcast.parallel.blocks import trace
+    from perfcast.parallel.collectives import shipped
+    from perfcast.parallel.model import estimate, shipped_efficiency
+    from perfcast.workload import Layout
+
+    dev = get_device("a100-80gb")
+    eff = replace(shipped_efficiency(), overlap=0.0, overlap_fsdp=0.0)
+    t = {z: estimate(trace(tiny, 64), Layout(data=4, micro_batch=4, zero=z), batch=32,
+                     micro_batch=4, precision="bf16", optimizer="adam", device=dev,
+                     cluster=Cluster.of_device(dev), eff=eff, coll=shipped(),
+                     runtime_mb=0.0).time_ms for z in (0, 3)}
+    assert t[3] > t[0]
 
 
 def test_cluster_file_changes_the_network(tiny, tmp_path):
@@ -309,7 +326,8 @@ def test_plan_ranks_every_layout_of_8_gpus(tiny, capsys):
             for r in rows} >= {(8, 1, 1), (1, 4, 2), (2, 2, 2), (1, 2, 4), (4, 1, 2)}
     assert all(r["data_parallel"] * r["tensor_parallel"] * r["pipeline_parallel"] == 8
                for r in rows)
-    fits = [r["time_ms"] for r in rows if r["fits"]]
+    # fastest first; the same time (to 1e-4 ms) goes to the simpler layout
+    fits = [round(r["time_ms"], 4) for r in rows if r["fits"]]
     assert fits == sorted(fits) and d["winner"] == rows[0] and rows[0]["fits"]
     assert {r["recompute"] for r in rows} == {"none", "selective", "full"}
     assert {r["zero"] for r in rows} == {0, 1, 2, 3}

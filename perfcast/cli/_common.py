@@ -19,6 +19,7 @@ from perfcast.jsonout import strict_json
 from perfcast.workload import (
     DEFAULT_ENGINE,
     ENGINES,
+    FLASH_ATTENTION,
     GENERATE_PRECISIONS,
     GRAPH_MODES,
     LLAMA_CPP_N_BATCH,
@@ -275,6 +276,12 @@ Zero = Annotated[int, typer.Option(
                    f"too.")]
 Schedule = Annotated[str, typer.Option(
     "--schedule", help=f"--mode train: pipeline schedule, {choices(SCHEDULES)}.")]
+FlashAttention = Annotated[str, typer.Option(
+    "--flash-attention", help=f"--mode train, hf: transformers: the attention kernel, "
+                              f"{choices(FLASH_ATTENTION)} — auto: FlashAttention where the GPU "
+                              f"runs it (NVIDIA compute capability ≥ 8.0, AMD MI200 / MI300: no "
+                              f"S² scores kept, recomputed in the backward pass), eager "
+                              f"attention elsewhere.")]
 Cluster = Annotated[str | None, typer.Option(
     "--cluster", help="--mode train over GPUs: cluster JSON with gpus_per_node, "
                       "intra_node_gbs, inter_node_gbs (per-GPU unidirectional GB/s) and "

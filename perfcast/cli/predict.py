@@ -19,6 +19,7 @@ from perfcast.cli._common import (
     DataParallel,
     Device,
     Engine,
+    FlashAttention,
     GraphMode,
     GraphPrecision,
     InputLen,
@@ -136,6 +137,7 @@ def predict(
     recompute: Recompute = "none",
     zero: Zero = 0,
     schedule: Schedule = "1f1b",
+    flash_attention: FlashAttention = "auto",
     cluster: Cluster = None,
     store: Store = None,
     coverage: Coverage = 0.9,
@@ -166,7 +168,8 @@ def predict(
                          n_batch=n_batch, n_ubatch=n_ubatch,
                          data_parallel=data_parallel, tensor_parallel=tensor_parallel,
                          pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
-                         recompute=recompute, zero=zero, schedule=schedule, tf32=tf32)
+                         recompute=recompute, zero=zero, schedule=schedule, tf32=tf32,
+                         flash_attention=flash_attention)
     if cluster is not None and not w.distributed:
         raise PerfcastError("--cluster describes the GPUs of a training step over several "
                             "GPUs; give --mode train with --data-parallel, --tensor-parallel or "
@@ -741,6 +744,7 @@ def plan(
         "--zero", help=f"Only these ZeRO stages, comma-separated from {choices(ZERO_STAGES)} "
                        f"(default: every one).")] = None,
     schedule: Schedule = "1f1b",
+    flash_attention: FlashAttention = "auto",
     rate: Annotated[float | None, typer.Option(
         "--rate", help="--mode generate: requests per second to serve.")] = None,
     input_len: InputLen = None,
@@ -784,6 +788,7 @@ def plan(
                     data_parallel=data_parallel, tensor_parallel=tensor_parallel,
                     pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
                     recompute=recompute, zero=zeros, schedule=schedule,
+                    flash_attention=flash_attention,
                     progress=lambda i, n: prog.update(stage, i, n, ""),
                     rate=rate, input_len=input_len, output_len=output_len,
                     slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot, engine=engine,

@@ -123,14 +123,15 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
          slo_tpot_ms: float | None = None, engine: str | None = None,
          max_batch: int | None = None, price_per_hour: float | None = None,
          provider: str | None = None, n_batch: int | None = None,
-         n_ubatch: int | None = None):
+         n_ubatch: int | None = None, flash_attention: str = "auto"):
     """``mode="train"``: rank every valid layout of ``gpus`` GPUs of ``device`` for one
     training iteration of ``model`` with a global ``batch_size`` (default 32 per … GPU:
     ``gpus`` × 1 sample, at least 32). The layout options fix part of the search:
     ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size`` (a
     number), ``recompute`` and ``zero`` (one value or several); ``schedule`` is the pipeline
-    schedule. Exit 2 on a wrong request — a fixed T·P·D that is not ``gpus``, a T that does
-    not divide the heads, a P beyond the layers — naming the rule. Returns a :class:`Plan`.
+    schedule, ``flash_attention`` the attention kernel of every layout. Exit 2 on a wrong
+    request — a fixed T·P·D that is not ``gpus``, a T that does not divide the heads, a P
+    beyond the layers — naming the rule. Returns a :class:`Plan`.
 
     ``mode="generate"``: the deployments of the LLM ``model`` serving ``rate`` requests/s of
     ``input_len`` → ``output_len`` tokens on ``device`` within ``slo_ttft_ms`` /
@@ -159,6 +160,7 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
                     "--pipeline-parallel": pipeline_parallel,
                     "--micro-batch-size": micro_batch_size, "--recompute": recompute,
                     "--zero": zero, "--schedule": None if schedule == "1f1b" else schedule,
+                    "--flash-attention": None if flash_attention == "auto" else flash_attention,
                     "--optimizer": None if optimizer == DEFAULT_OPTIMIZER else optimizer}
         bad = [k for k, v in training.items() if v is not None]
         if bad:
@@ -200,7 +202,7 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
     b = batch_size if batch_size is not None else max(32, gpus)
     w = as_workload(model, mode="train", batch_size=b, seq_len=seq_len, precision=precision,
                     optimizer=optimizer, **{k: v for k, v in fixed.items() if v is not None},
-                    micro_batch_size=micro_batch_size)
+                    micro_batch_size=micro_batch_size, flash_attention=flash_attention)
     if all(v is not None for v in fixed.values()):  # the GPU count rule, before any model
         lay = w.layout                                 # is read (the shape's rules pass here)
         w.check_layout(layers=lay.pipeline * INTERLEAVED_CHUNKS, heads=lay.tensor,
@@ -303,7 +305,8 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
                         continue
                     cands.append(Layout(data=d, tensor=t, pipeline=p,
                                         micro_batch=w.layout.micro_batch, recompute=r, zero=z,
-                                        schedule=schedule if p > 1 else "1f1b"))
+                                        schedule=schedule if p > 1 else "1f1b",
+                                        flash_attention=w.layout.flash_attention))
     if not cands:
         raise PerfcastError(f"no layout of {gpus:,} GPUs suits {s.model_id} ({s.layers} "
                             f"layers, {s.heads} heads, hidden {s.hidden:,}) with a global "
@@ -333,7 +336,10 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
     notes.append(f"time: per-layer arithmetic of {s.model_id} ({s.layers} layers, hidden "
                  f"{s.hidden:,}, {s.heads} heads, {tl.traced.params / 1e9:,.3g} B parameters) "
                  f"at {tl.seq_len:,} tokens; efficiencies fitted on DLPerf's Megatron-LM runs "
-                 f"(reports/distributed/)")
+                 f"and llm-foundry's FSDP runs (reports/distributed/)")
+    from perfcast.parallel.model import attention_note
+
+    notes.append(attention_note(dev, w.layout.flash_attention))
     return _ranked(w, dev, cl, gpus, rows, skipped, notes, t0, tl.seq_len)
 
 

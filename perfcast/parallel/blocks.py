@@ -373,7 +373,9 @@ class TracedModel:
     layers' order); the outside (embeddings, final norm, head) is ``cost(one) − block``. For a
     pipeline the outside is split between the first and the last stage by ``part`` (per node
     of ``one``: :data:`PRE` — embeddings, masks — :data:`BLOCK` or :data:`POST` — final norm,
-    head), found by aligning the two graphs (``None`` when they do not align: no pipeline)."""
+    head), found by aligning the two graphs (``None`` when they do not align: no pipeline).
+    ``causal``: a decoder's attention (:func:`is_causal`), each token attending to those before
+    it."""
 
     spec: str
     seq_len: int
@@ -382,6 +384,7 @@ class TracedModel:
     two: NodeTable
     part: np.ndarray | None
     notes: list[str] = field(default_factory=list)
+    causal: bool = False
 
     @property
     def block_params(self) -> float:
@@ -420,6 +423,27 @@ def _parts(one: NodeTable, two: NodeTable) -> np.ndarray | None:
     return None
 
 
+def is_causal(config) -> bool:
+    """Whether a transformer's self-attention is causal (a decoder: ``is_decoder``, or an
+    ``…ForCausalLM`` / ``…LMHeadModel`` architecture; with no architecture named, a model
+    type transformers maps to causal language modelling and not to masked)."""
+    text = getattr(config, "text_config", None) or config
+    if getattr(text, "is_decoder", False):
+        return True
+    archs = [str(a) for a in (getattr(config, "architectures", None) or [])]
+    if archs:
+        return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
+    try:
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        )
+    except ImportError:  # pragma: no cover - transformers is a dependency of hf: specs
+        return False
+    mt = getattr(text, "model_type", None)
+    return mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mt not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
 def trace(spec: str, seq_len: int, *, use_cache: bool = True) -> TracedModel:
     """Trace ``spec`` (``hf:…``) with one and with two layers at ``seq_len`` tokens, split both
     (:func:`split`) and find the block (:func:`_parts`)."""
@@ -431,7 +455,7 @@ def trace(spec: str, seq_len: int, *, use_cache: bool = True) -> TracedModel:
     one, two = (split(_graph(variant_spec(config, n), seq_len, use_cache), shape)
                 for n in (1, 2))
     return TracedModel(spec=spec, seq_len=seq_len, shape=shape, one=one, two=two,
-                       part=_parts(one, two))
+                       part=_parts(one, two), causal=is_causal(config))
 
 
 def _graph(spec: str, seq_len: int, use_cache: bool):
@@ -443,4 +467,4 @@ def _graph(spec: str, seq_len: int, use_cache: bool):
 
 
 __all__ = ["ATTN", "BLOCK", "GEMM", "MEM", "ModelShape", "NodeTable", "POST", "PRE",
-           "TracedModel", "VIEW", "model_shape", "split", "trace", "variant_spec"]
+           "TracedModel", "VIEW", "is_causal", "model_shape", "split", "trace", "variant_spec"]

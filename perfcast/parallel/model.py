@@ -3,14 +3,21 @@
 Per node of the traced block (:mod:`perfcast.parallel.blocks`), on the device's spec sheet::
 
     forward   t = max(F / (η_c·peak), bytes / (η_m·bandwidth)) + τ      (per kernel)
-    backward  matrix products 2·F (input and weight gradients; sdpa 2.5·F), 2× the bytes
+    backward  matrix products 2·F (input and weight gradients), 2× the bytes; FlashAttention
+              2.5·F (it recomputes the scores: 5 products for the forward's 2)
 
 ``peak`` is the device's matrix peak at the precision for the layers' GEMMs (``η_c`` =
 ``gemm`` × the wave quantisation of the GEMM's 128×128 output tiles over the SMs) and the
-attention products (``η_c`` = ``attention``, by default the GEMMs' ``gemm``: they are
-batched GEMMs on the same units), its vector peak for the rest; ``F`` and the
-bytes are the node's at the micro-batch, divided by T where Megatron's split divides them. An
-iteration of ``n = B / (D·m)`` micro-batches::
+attention (FlashAttention: ``η_c`` = ``attention``, its own fraction of the peak, × 2/3 on
+Hopper — :data:`FLASH2_HOPPER_RATE`; eager attention's batched products: ``gemm``), its vector
+peak for the rest; ``F`` and the bytes are the node's at the micro-batch, divided by T where
+Megatron's split divides them. The attention kernel is the layout's ``flash_attention``
+(:func:`fused_attention`: ``auto`` = FlashAttention where the GPU runs it, NVIDIA compute
+capability ≥ 8.0 and AMD MI200 / MI300). FlashAttention keeps no S² scores and, in a causal
+model (:func:`perfcast.parallel.blocks.is_causal`), computes the (n + 1) / 2n of the score
+tiles on and below the diagonal (:func:`causal_fraction`); eager attention writes, soft-maxes
+and reads back every score (11 bytes a score at 16 bits) and keeps 5 bytes of it for the
+backward pass. An iteration of ``n = B / (D·m)`` micro-batches::
 
     stage s   t_f = L/P·(block_f + TP all-reduces) [+ embeddings on the first, head + loss
               on the last]; t_b likewise, + the forward again (full recomputation) or the
@@ -19,28 +26,38 @@ iteration of ``n = B / (D·m)`` micro-batches::
               scatter / gather optimisation — what the DLPerf runs used)
     pipeline  n·max_s(t_f + t_b) + (Σ_s(t_f + t_b) − max_s) / v       (v: chunks per stage of
               the interleaved schedule, else 1: the bubble of 1F1B and GPipe)
-    DP        the gradient all-reduce over D (ZeRO: reduce-scatter + all-gather, the same
-              traffic), bucketed and overlapped with the last micro-batch's backward:
-              exposed = max(one bucket, t_allreduce − ω·t_b)        (ZeRO-3: + the weights'
-              all-gathers, forward and backward, per micro-batch, exposed (1 − ω))
+    DP        ZeRO 0-2: the gradient all-reduce over D (ZeRO 1/2: reduce-scatter + all-gather,
+              the same traffic), bucketed and overlapped with the last micro-batch's backward:
+              exposed = max(one bucket, t_allreduce − ω·t_b)
+              ZeRO-3 (FSDP FULL_SHARD), per micro-batch: the weights all-gathered for the
+              forward and again for the backward, the gradients reduce-scattered, layer by
+              layer while the previous layer computes: exposed = max(one layer's gather,
+              2·t_allgather + t_reducescatter − ω_fsdp·t_micro-batch)
     optimizer the sharded state's bytes (ZeRO ≥ 1: ÷ D) at η_m·bandwidth
 
 Collectives come from :mod:`perfcast.parallel.collectives`; ``network`` (when set) is the
-achieved fraction of the inter-node bandwidth, in place of the collective model's (Vidur's cloud
-network reached ~20 % of its nominal 200 Gb/s per GPU; an InfiniBand cluster far more). ``gemm``, ``attention``, ``memory``, ``τ``, ``ω``, ``network`` and a
-fixed per-iteration ``step_ms`` are the :class:`Efficiency` (with ``overlap_ddp`` and
+achieved fraction of the inter-node bandwidth, in place of the collective model's (Vidur's
+cloud network reached ~20 % of its nominal 200 Gb/s per GPU; an InfiniBand or RoCE cluster far
+more). ``gemm``, ``attention``, ``memory``, ``τ``, ``ω``, ``ω_fsdp``, ``network`` and a fixed
+per-iteration ``step_ms`` are the :class:`Efficiency` (with ``overlap_ddp`` and
 ``straggler_ddp``, PyTorch DDP's ω and the relative spread σ of replicas' steps — a synchronous
 step waits for the slowest of D: × (1 + σ·√(2 ln D)) — for the data-parallel path of other
-models) — fitted on the training folds of
-DLPerf's Megatron-LM runs (``benchmarks/distributed_eval.py``) and shipped in
+models): ``gemm``, ``attention``, ``memory`` and ``network`` fitted on DLPerf's Megatron-LM
+runs (V100, 2021; their all-reduce ran after the backward pass, ω = 0) together with
+llm-foundry's FSDP runs (A100 40 / 80 GB, 2023); ω is PyTorch DDP's bucketed overlap, fitted on
+DLPerf's PyTorch data-parallel series; ω_fsdp = 1 (FSDP prefetches each layer's gather while
+the previous layer computes) — ``benchmarks/distributed_eval.py``, shipped in
 ``parallel/efficiency.json``.
 
 Memory per GPU (the fullest stage, the first): weights, gradients and optimizer state of its
 ``L/P`` layers (÷ T where split; ZeRO divides state, gradients, weights by D in turn) and its
-share of the outside; the activations autograd saves per layer × layers × micro-batches in
-flight (1F1B: min(P, n) on the first stage; GPipe: n; interleaved: P·(1 + (P−1)/(P·v))) —
-full recomputation keeps each layer's input and one layer's activations, selective drops the
-attention core; + the logits of the last stage; + the measured CUDA runtime overhead.
+share of the outside; ZeRO-3's gathered units (the layer computing and the one prefetched,
+the gradients of the layer awaiting its reduce-scatter, the embeddings and head held whole);
+the activations autograd saves per layer × layers × micro-batches in flight (1F1B: min(P, n)
+on the first stage; GPipe: n; interleaved: P·(1 + (P−1)/(P·v))) — full recomputation keeps
+each layer's input and one layer's activations, selective drops the attention core; + the
+loss's logits on the last stage (a cross-entropy fused with its soft-max: the 16-bit logits
+and their gradient, :data:`LOSS_BYTES_PER_LOGIT`); + the measured CUDA runtime overhead.
 """
 
 from __future__ import annotations
@@ -67,6 +84,9 @@ BUCKET_BYTES = 25e6
 #: Optimizer-state bytes per parameter beside the weights and gradients (16-bit training:
 #: + the fp32 master copy).
 STATE_BYTES = {"adam": 8.0, "adamw": 8.0, "sgd-momentum": 4.0, "sgd": 0.0, "none": 0.0}
+#: Bytes per logit the loss holds at 16 bits: the logits kept for its backward pass and their
+#: gradient (a cross-entropy fused with its soft-max; ×2 at fp32).
+LOSS_BYTES_PER_LOGIT = 4.0
 #: Bytes the optimizer step moves per parameter (reads and writes of weights, gradients,
 #: state; + one read of the gradients for the norm).
 STEP_BYTES = {"adam": 32.0, "adamw": 32.0, "sgd-momentum": 24.0, "sgd": 16.0, "none": 0.0}
@@ -83,6 +103,7 @@ class Efficiency:
     overlap: float = 1.0
     overlap_ddp: float = 1.0
     straggler_ddp: float = 0.0
+    overlap_fsdp: float = 1.0
     network: float | None = None
     step_ms: float = 0.0
     trained_on: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -115,13 +136,89 @@ def _weight_bytes(precision: str) -> float:
     return 2.0 if precision in ("fp16", "bf16") else 4.0
 
 
-def _unfused_attention(device) -> bool:
-    """Whether attention materialises its scores on ``device``: NVIDIA GPUs before compute
-    capability 8.0 (no FlashAttention kernel); others run a fused kernel."""
-    cc = getattr(device, "compute_capability", None) or ""
-    if getattr(device, "vendor", "") != "NVIDIA" or not cc[:1].isdigit():
-        return False
-    return float(cc) < 8.0
+#: AMD GPUs FlashAttention-2 runs on (ROCm's CK backend): CDNA 2 (MI200: gfx90a) and CDNA 3
+#: (MI300: gfx940-gfx942), by the ``compute_capability`` the registry gives AMD parts.
+FLASH_AMD_TARGETS = ("gfx90a", "gfx940", "gfx941", "gfx942")
+#: The query rows of one FlashAttention tile: a causal kernel skips the tiles above the
+#: diagonal, so it computes (n + 1) / (2n) of the scores of n = ⌈S / 128⌉ tiles per row.
+FLASH_TILE = 128
+
+
+#: FlashAttention-2 issues Ampere's warp-level ``mma.sync`` instructions; on Hopper (NVIDIA
+#: compute capability 9.x) they reach about 2/3 of the tensor cores' peak, which needs
+#: ``wgmma`` (Shah et al., FlashAttention-3, 2024: "FlashAttention-2 achieves only 35 %
+#: utilization on H100", against 50-73 % on A100 in Dao, FlashAttention-2, 2023). The GEMMs
+#: are cuBLAS's, which issue ``wgmma`` there.
+FLASH2_HOPPER_RATE = 2.0 / 3.0
+
+
+def flash_rate(device) -> float:
+    """The share of the matrix peak FlashAttention-2's instructions can reach on ``device``
+    relative to Ampere (:data:`FLASH2_HOPPER_RATE` on Hopper, else 1)."""
+    if str(getattr(device, "vendor", "") or "") != "NVIDIA":
+        return 1.0
+    try:
+        cc = float(str(getattr(device, "compute_capability", None) or ""))
+    except ValueError:
+        return 1.0
+    return FLASH2_HOPPER_RATE if 9.0 <= cc < 10.0 else 1.0
+
+
+def flash_supported(device) -> bool:
+    """Whether FlashAttention runs on ``device``: NVIDIA compute capability ≥ 8.0
+    (FlashAttention-2: Ampere, Ada, Hopper, Blackwell) and AMD MI200 / MI300
+    (:data:`FLASH_AMD_TARGETS`)."""
+    vendor = str(getattr(device, "vendor", "") or "")
+    cc = str(getattr(device, "compute_capability", None) or "").strip().lower()
+    if vendor == "NVIDIA":
+        try:
+            return float(cc) >= 8.0
+        except ValueError:
+            return False
+    if vendor == "AMD":
+        arch = str(getattr(device, "architecture", "") or "")
+        return cc in FLASH_AMD_TARGETS or any(t in arch for t in ("CDNA 2", "CDNA 3"))
+    return False
+
+
+def fused_attention(device, flash: str = "auto") -> bool:
+    """The layout's ``flash_attention`` on ``device``: ``auto`` → :func:`flash_supported`;
+    ``on`` where it is not supported is a one-line error naming the GPUs that run it."""
+    ok = flash_supported(device)
+    if flash == "auto":
+        return ok
+    if flash == "on" and not ok:
+        cc = getattr(device, "compute_capability", None)
+        raise PerfcastError(f"--flash-attention on: FlashAttention-2 runs on NVIDIA GPUs of "
+                            f"compute capability ≥ 8.0 (A100, H100, L40S, RTX 30/40/50 …) and "
+                            f"AMD MI200 / MI300; {getattr(device, 'key', device)} "
+                            f"({getattr(device, 'vendor', '?')}"
+                            f"{f', compute capability {cc}' if cc else ''}) does not — use "
+                            f"--flash-attention off or auto")
+    return flash == "on"
+
+
+def attention_note(device, flash: str) -> str:
+    """What ``notes`` say of the attention kernel chosen for ``device``."""
+    fused = fused_attention(device, flash)
+    why = {"auto": "auto: " + ("the GPU runs FlashAttention-2 (NVIDIA compute capability "
+                               "≥ 8.0, AMD MI200 / MI300)" if fused else
+                               "the GPU does not run FlashAttention-2 (it needs NVIDIA compute "
+                               "capability ≥ 8.0 or AMD MI200 / MI300)"),
+           "on": "--flash-attention on", "off": "--flash-attention off"}[flash]
+    if fused:
+        return (f"attention: FlashAttention ({why}) — no S² score matrix in memory; the "
+                f"scores are recomputed in the backward pass (its matrix products 2.5× the "
+                f"forward's); a causal model computes the (n + 1) / 2n of the score tiles on "
+                f"and below the diagonal")
+    return (f"attention: eager ({why}) — the S² scores are written, soft-maxed and read back "
+            f"(11 bytes a score at 16 bits) and kept for the backward pass (5 bytes a score)")
+
+
+def causal_fraction(seq: int) -> float:
+    """The share of a causal attention's score tiles a FlashAttention kernel computes."""
+    n = max(1, math.ceil(seq / FLASH_TILE))
+    return (n + 1) / (2 * n)
 
 
 def _matrix_peak(device, precision: str) -> float:
@@ -146,9 +243,14 @@ class Priced:
     flops: np.ndarray
 
 
-def price(tab: NodeTable, T: int, m: int, precision: str, device, eff: Efficiency) -> Priced:
+def price(tab: NodeTable, T: int, m: int, precision: str, device, eff: Efficiency, *,
+          fused: bool | None = None, causal: bool = False, seq: int = 0) -> Priced:
     """Per-node forward / backward milliseconds of ``tab`` at micro-batch ``m`` under T-way
-    tensor parallelism on ``device`` (see the module docstring)."""
+    tensor parallelism on ``device`` (see the module docstring). ``fused``: the attention runs
+    as FlashAttention (``None``: :func:`flash_supported`); ``causal`` with ``seq`` tokens: it
+    computes :func:`causal_fraction` of its scores."""
+    if fused is None:
+        fused = flash_supported(device)
     inv = 1.0 / T
     dv = lambda mask: np.where(mask, inv, 1.0)  # noqa: E731
     a_b, w_b = _act_bytes(precision), _weight_bytes(precision)
@@ -159,25 +261,33 @@ def price(tab: NodeTable, T: int, m: int, precision: str, device, eff: Efficienc
     peak_v = float(device.peak_fp32_tflops) * 1e12
     bw = float(device.bandwidth_gbs) * 1e9 * eff.memory
     sms = float(device.sm_count or 100)
+    sdpa = np.array([o == "sdpa" for o in tab.op])
     # wave quantisation of a GEMM's output tiles
     N = np.where(tab.out_div, tab.n_dim * inv, tab.n_dim)
     tiles = np.ceil(np.maximum(tab.m_dim * m, 1) / TILE) * np.ceil(np.maximum(N, 1) / TILE)
     wave = tiles / (np.ceil(tiles / sms) * sms)
-    att = eff.gemm if eff.attention is None else eff.attention
-    eta = np.where(tab.cls == GEMM, eff.gemm * wave, np.where(tab.cls == ATTN, att, 1.0))
+    # FlashAttention: its own fraction of the matrix peak (``attention``); eager attention's
+    # batched products run as GEMMs
+    att = eff.gemm if (eff.attention is None or not fused) else \
+        eff.attention * flash_rate(device)
+    eta = np.where(tab.cls == GEMM, eff.gemm * wave,
+                   np.where(sdpa, att, np.where(tab.cls == ATTN, eff.gemm, 1.0)))
     peak = np.where((tab.cls == GEMM) | (tab.cls == ATTN), peak_m * eta, peak_v)
     launch = tab.launches * eff.launch_us / 1e3
-    t_c = F / peak * 1e3
-    # attention without a fused kernel (flash / memory-efficient attention needs compute
-    # capability 8.0): the score matrix is written, soft-maxed, dropped out and read back —
+    # a causal FlashAttention kernel skips the score tiles above the diagonal
+    F_run = np.where(sdpa, F * (causal_fraction(seq) if (fused and causal and seq) else 1.0),
+                     F)
+    t_c = F_run / peak * 1e3
+    # eager attention: the score matrix is written, soft-maxed, dropped out and read back —
     # 11 bytes per score at 16 bits (Korthikanti et al.'s 5·a·s/h activation term, moved)
-    extra = tab.scores * m * dv(tab.div_flops) * (11.0 if _unfused_attention(device) else 0.0)
+    extra = tab.scores * m * dv(tab.div_flops) * (0.0 if fused else 11.0)
     t_m = (act + wts + extra * a_b / 2) / bw * 1e3
     fwd = np.where(tab.cls == VIEW, 0.0, np.maximum(t_c, t_m)) + launch
-    sdpa = np.array([o == "sdpa" for o in tab.op])
-    bf = np.where(sdpa, 2.5, np.where(tab.cls == MEM, 1.0, 2.0))
+    # backward: 2× a product's FLOPs (input and weight gradients); FlashAttention recomputes
+    # the scores, 5 products for the forward's 2 (2.5×); eager attention keeps them (2×)
+    bf = np.where(sdpa, 2.5 if fused else 2.0, np.where(tab.cls == MEM, 1.0, 2.0))
     bwd = np.where(tab.cls == VIEW, 0.0, np.maximum(bf * t_c, 2.0 * t_m)) + launch
-    # unfused attention also keeps its soft-maxed scores and dropout mask: 5 bytes a score
+    # eager attention also keeps its soft-maxed scores and dropout mask: 5 bytes a score
     saved = tab.saved * dv(tab.saved_div) * m * a_b + extra / 11.0 * 5.0
     return Priced(fwd=fwd, bwd=bwd, saved=saved,
                   params=tab.params * dv(tab.div_weights), allreduce=tab.allreduce * m,
@@ -209,9 +319,12 @@ class Parts:
     model_flops: float
 
 
-def parts(tm: TracedModel, T: int, m: int, precision: str, device, eff: Efficiency) -> Parts:
-    """:class:`Parts` of ``tm`` at (T, m)."""
-    p1, p2 = (price(t, T, m, precision, device, eff) for t in (tm.one, tm.two))
+def parts(tm: TracedModel, T: int, m: int, precision: str, device, eff: Efficiency, *,
+          fused: bool | None = None) -> Parts:
+    """:class:`Parts` of ``tm`` at (T, m); ``fused``: FlashAttention (``None``: where the GPU
+    runs it)."""
+    p1, p2 = (price(t, T, m, precision, device, eff, fused=fused, causal=tm.causal,
+                    seq=tm.seq_len) for t in (tm.one, tm.two))
     one, two = tm.one, tm.two
 
     def diff(a, b, mask1=None, mask2=None):
@@ -275,14 +388,18 @@ def group_per_node(size: int, stride: int, cluster: Cluster) -> int:
 def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
              precision: str, optimizer: str | None, device, cluster: Cluster,
              eff: Efficiency, coll: CollectiveModel, runtime_mb: float,
-             prices: Parts | None = None) -> Estimate:
+             prices: Parts | None = None, grad_bytes: float | None = None) -> Estimate:
     """The :class:`Estimate` of ``layout`` with micro-batch ``micro_batch`` for a global
     ``batch`` of ``tm``'s sequences (the layout is assumed valid:
-    :meth:`~perfcast.workload.Workload.check_layout`)."""
+    :meth:`~perfcast.workload.Workload.check_layout`). ``prices``: :func:`parts` at the
+    layout's T, the micro-batch and its attention kernel, when already computed;
+    ``grad_bytes``: the gradients' element size in their reduction (default: the weights' —
+    2 at fp16 / bf16, else 4; FSDP's ``reduce_dtype`` fp32 under bf16 compute is 4)."""
     T, P, D, m = layout.tensor, layout.pipeline, layout.data, micro_batch
     L, s, h = tm.shape.layers, tm.seq_len, tm.shape.hidden
     n_mb = batch // (D * m)
-    pr = prices or parts(tm, T, m, precision, device, eff)
+    fused = fused_attention(device, getattr(layout, "flash_attention", "auto"))
+    pr = prices or parts(tm, T, m, precision, device, eff, fused=fused)
     a_b = _act_bytes(precision)
     opt = optimizer or "none"
     coll_eff = coll if eff.network is None else replace(coll, eta_inter=eff.network, eta_p2p_inter=eff.network)
@@ -350,18 +467,25 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
     stage_params = [lps * pr.b_params + (pr.pre_params if st == 0 else 0.0)
                     + (post_params if st == P - 1 else 0.0) for st in range(P)]
     p_gpu = max(stage_params)
-    # data parallel: gradient all-reduce (ZeRO 1/2: reduce-scatter + all-gather)
-    g_b = 2.0 if precision in ("fp16", "bf16") else 4.0
+    # data parallel: gradient all-reduce (ZeRO 1/2: reduce-scatter + all-gather), once per
+    # iteration, bucketed and overlapped with the last micro-batch's backward pass
+    g_b = float(grad_bytes) if grad_bytes else (2.0 if precision in ("fp16", "bf16") else 4.0)
     kD = group_per_node(D, T, cluster)
     dp = dp_exposed = z3 = 0.0
-    if D > 1:
+    if D > 1 and layout.zero < 3:
         dp = ar(p_gpu * g_b, D, kD)
         bucket = ar(min(BUCKET_BYTES, p_gpu * g_b), D, kD)
         dp_exposed = max(bucket, dp - eff.overlap * crit["b"])
-        if layout.zero == 3:  # the weights gathered for the forward and the backward
-            ag = coll_eff.time_ms("all_gather", p_gpu * _weight_bytes(precision), D, kD,
-                                  cluster)
-            z3 = 2 * n_mb * ag * (1 - eff.overlap)
+    elif D > 1:
+        # ZeRO-3 / FSDP FULL_SHARD, per micro-batch: the weights all-gathered for the forward
+        # and again for the backward, the gradients reduce-scattered — one collective per
+        # layer, prefetched while the previous layer computes (ω_fsdp of the micro-batch's
+        # compute hides them); the first layer's gather is never hidden
+        ag = coll_eff.time_ms("all_gather", p_gpu * _weight_bytes(precision), D, kD, cluster)
+        rs = coll_eff.time_ms("reduce_scatter", p_gpu * g_b, D, kD, cluster)
+        comm = 2 * ag + rs
+        t_mb = tot[smax]
+        z3 = n_mb * max(ag / max(lps, 1), comm - eff.overlap_fsdp * t_mb)
     # optimizer step over the (ZeRO-sharded) state
     shard = D if layout.zero >= 1 else 1
     t_opt = p_gpu / shard * STEP_BYTES.get(opt, 0.0) / bw * 1e3
@@ -392,10 +516,21 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
         act = inflight * lps * (pr.b_saved - pr.b_core_saved) + pr.b_core_saved
     else:
         act = inflight * lps * pr.b_saved
-    logits = (m * s * V / T * (a_b + 4.0 + 4.0)) if V and P == 1 else 0.0
+    # the loss fused with its soft-max over the (vocabulary-split) logits, as training stacks
+    # run it (Megatron's vocabulary-parallel and OneFlow's sparse soft-max cross-entropy,
+    # llm-foundry's fused_crossentropy): the 16-bit logits kept for the backward pass and
+    # their gradient — no fp32 copies
+    logits = (m * s * V / T * LOSS_BYTES_PER_LOGIT * a_b / 2) if V and P == 1 else 0.0
     act += inflight * layer_in  # the embedding output
     mem = {"weights": weights / MIB, "gradients": grads / MIB, "optimizer_state": states / MIB,
            "activations": act / MIB, "logits": logits / MIB, "runtime": runtime_mb}
+    if z >= 3 and D > 1:
+        # FSDP's gathered units: the layer computing and the one prefetched (weights), the
+        # layer whose gradients wait for their reduce-scatter, and the outside (embeddings,
+        # head) held whole from the forward to the end of the backward
+        unit = pr.b_params
+        mem["zero3_buffers"] = (2 * unit * w_b + unit * g_b
+                                + (pr.pre_params + post_params) * w_b) / MIB
     if P > 1:  # the last stage: its logits instead of the first stage's deeper pipeline
         last = dict(mem)
         last_params = stage_params[-1]
@@ -405,7 +540,7 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
         full = lps * (layer_in if layout.recompute == "full" else pr.b_saved)
         last["activations"] = (full + (pr.b_saved if layout.recompute == "full" else 0.0)) \
             / MIB
-        last["logits"] = m * s * V / T * (a_b + 8.0) / MIB if V else 0.0
+        last["logits"] = m * s * V / T * LOSS_BYTES_PER_LOGIT * a_b / 2 / MIB if V else 0.0
         if sum(last.values()) > sum(mem.values()):
             mem = last
     # per-GPU work of the iteration (the power model's features)

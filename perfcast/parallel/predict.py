@@ -30,7 +30,9 @@ from perfcast.parallel.model import (
     STEP_BYTES,
     Efficiency,
     Estimate,
+    attention_note,
     estimate,
+    fused_attention,
     group_per_node,
     micro_batch_choices,
     parts,
@@ -58,8 +60,14 @@ def default_seq_len(spec: str) -> tuple[int, str | None]:
         return s, (f"seq_len: {s:,} tokens (none given: {DEFAULT_SEQ_LEN:,}, but the model has "
                    f"{n:,} positions)")
     return DEFAULT_SEQ_LEN, f"seq_len: {DEFAULT_SEQ_LEN:,} tokens (none given)"
-#: Micro-batches searched when none is given (powers of two and the replica's whole batch).
-MAX_AUTO_MICRO_BATCH = 64
+#: Micro-batches searched when none is given: the powers of two that divide the replica's
+#: batch and the replica's whole batch, up to the largest that fits (no fixed cap: a CNN
+#: replica of 256 samples runs its 256 at once when memory allows).
+def auto_micro_batches(batch: int, data: int) -> list[int]:
+    """The micro-batches searched for a replica of ``batch / data`` samples when none is given
+    (powers of two dividing it, and the whole replica batch), ascending."""
+    per = batch // data
+    return [m for m in micro_batch_choices(batch, data, per) if m & (m - 1) == 0 or m == per]
 
 
 @dataclass
@@ -153,10 +161,11 @@ class TransformerLayouts:
                                 f"pipeline stages; use --pipeline-parallel 1")
 
     def estimate(self, layout: Layout, micro_batch: int) -> Estimate:
-        key = (layout.tensor, micro_batch)
+        fused = fused_attention(self.device, layout.flash_attention)
+        key = (layout.tensor, micro_batch, fused)
         if key not in self._parts:
             self._parts[key] = parts(self.traced, layout.tensor, micro_batch,
-                                     self.w.precision, self.device, self.eff)
+                                     self.w.precision, self.device, self.eff, fused=fused)
         return estimate(self.traced, layout, batch=self.w.batch_size, micro_batch=micro_batch,
                         precision=self.w.precision, optimizer=self.w.train_optimizer or "none",
                         device=self.device, cluster=self.cluster, eff=self.eff,
@@ -166,9 +175,7 @@ class TransformerLayouts:
         if layout.micro_batch is not None:
             return [layout.micro_batch]
         per = self.w.batch_size // layout.data
-        got = [m for m in micro_batch_choices(self.w.batch_size, layout.data,
-                                              MAX_AUTO_MICRO_BATCH)
-               if m & (m - 1) == 0 or m == per]
+        got = auto_micro_batches(self.w.batch_size, layout.data)
         if layout.schedule == "interleaved":  # Megatron: micro-batches a multiple of P
             got = [m for m in got if (per // m) % layout.pipeline == 0]
         return got
@@ -288,6 +295,7 @@ def _transformer(w, device, cl, notes, use_cache, limit_w, eff, coll) -> Paralle
     if tl.seq_note:
         notes.append(tl.seq_note)
     tl.check(w.layout)
+    notes.append(attention_note(device, w.layout.flash_attention))
     est, tried = tl.best(w.layout)
     lay = est.layout
     if w.layout.micro_batch is None:
@@ -329,9 +337,10 @@ def _transformer(w, device, cl, notes, use_cache, limit_w, eff, coll) -> Paralle
                      f"{tl.shape.hidden:,}, {tl.shape.heads} heads, "
                      f"{tl.traced.params / 1e9:,.3g} B parameters; {est.micro_batches} "
                      f"micro-batch(es) of {lay.micro_batch} × {s:,} tokens per replica")
-    out.notes.append("time_ms: the efficiencies were fitted on DLPerf's Megatron-LM runs on "
-                     "V100s (reports/distributed/): on other GPUs they enter through the spec "
-                     "sheet (peaks, bandwidth, SMs) — leave-one-case-out error there")
+    out.notes.append("time_ms: the efficiencies were fitted on DLPerf's Megatron-LM runs "
+                     "(V100s) together with llm-foundry's FSDP runs (A100 40 / 80 GB); on "
+                     "other GPUs they enter through the spec sheet (peaks, bandwidth, SMs) — "
+                     "out-of-sample errors in reports/distributed/")
     p, note = _power(est.gpu_flops, est.gpu_bytes, est.gpu_kernels, est.time_ms, device,
                      w.precision, lay.micro_batch or 1, limit_w)
     if p is not None:
@@ -358,13 +367,15 @@ def _data_parallel(w, device, cl, notes, single, limit_w, eff, coll,
     coll = coll or shipped()
     coll = coll if eff.network is None else replace(coll, eta_inter=eff.network, eta_p2p_inter=eff.network)
     per = w.batch_size // lay.data
-    choices = [lay.micro_batch] if lay.micro_batch else \
-        [m for m in micro_batch_choices(w.batch_size, lay.data, MAX_AUTO_MICRO_BATCH)
-         if m & (m - 1) == 0 or m == per]
+    choices = [lay.micro_batch] if lay.micro_batch else auto_micro_batches(w.batch_size, lay.data)
     cap = float(device.memory_mb or math.inf)
     overlap = eff.overlap_ddp
     cands = []
+    # largest first: memory grows with the micro-batch and throughput never falls with it
+    # (perfcast's batch rule), so the largest that fits is the fastest — the search stops there
     for m in sorted(choices, reverse=True):
+        if any(c["fits"] for c in cands):
+            break
         p1 = single(w.single_device().replace(batch_size=m))
         if p1.time_ms is None:
             raise PerfcastError(f"{w.spec}: no single-GPU time for {device.key}")
@@ -407,8 +418,13 @@ def _data_parallel(w, device, cl, notes, single, limit_w, eff, coll,
     time, m, n_mb, p1, mem, breakdown = (c["time"], c["m"], c["n_mb"], c["p1"], c["mem"],
                                          c["breakdown"])
     if lay.micro_batch is None:
-        notes.append(f"micro_batch_size: {m} — the fastest that fits of "
-                     f"{', '.join(map(str, sorted(choices)))}")
+        tried = sorted(c["m"] for c in cands)
+        notes.append(f"micro_batch_size: {m} — the largest that fits (and so the fastest: "
+                     f"throughput never falls with the batch) of the powers of two dividing "
+                     f"the replica's {per:,} samples and {per:,} itself; tried "
+                     f"{', '.join(map(str, tried))}" if c["fits"] else
+                     f"micro_batch_size: {m} — none of {', '.join(map(str, tried))} fits; the "
+                     f"one needing the least memory")
     out = ParallelPrediction(
         model=w.spec, device=device.key, mode="train", precision=w.precision,
         optimizer=w.train_optimizer, batch_size=w.batch_size, seq_len=w.seq_len, gpus=lay.gpus,
