@@ -158,6 +158,7 @@ class Anchored:
     routing's batch-grid cache finds it again."""
 
     learns = True
+    extrapolates = True  # the physics base × in-range residuals of the anchors
 
     def __init__(self, base, grids: dict, batches, weight: float) -> None:
         import numpy as np
@@ -219,7 +220,9 @@ def anchored(base_pred, req):
         return hit if hit.grids else None
     grids, batches = {}, None
     for _e, sub, pred in _anchor_requests(req):
-        batches, learned = sub.grid(pred, "time_ms")
+        # the anchor's answer as routing gives it: its learned model inside the model's
+        # support, the physics base outside — so only in-range residuals carry over
+        batches, learned = sub.curve(pred, "time_ms")[:2]
         base = sub.grid(base_pred, "time_ms")[1]
         with np.errstate(all="ignore"):
             grids[sub.device.key] = np.log(learned / base)
@@ -243,6 +246,9 @@ def dominance(ans, req, time_bounds) -> None:
              if dominates(req.device, get_device(k), prec, tf32)]
     if below:
         t, k = min(below)
+        floor = req.time_floor()  # never below what this GPU can physically do
+        if floor is not None:
+            t = max(t, floor)
         if t < ans.value:
             from perfcast.devices.derive import complete, notes_for
 

@@ -16,16 +16,21 @@ For a :class:`~perfcast.workload.Workload` on a :class:`~perfcast.devices.Device
    :mod:`perfcast.energy` (average power at the power limit, default TDP, × the time; where the
    limit binds the time grows by the learned slowdown, bound ``power-limit-slowdown``); on a
    CPU none;
-4. bounds — every answer physically possible; a value that would break one is raised to it, with
+4. support — a learned time model answers only inside the batches and model sizes it was
+   fitted on (:mod:`perfcast.predictors.support`); outside them its log residual over the
+   physics base on the same device (:meth:`_Request.base_predictor`: ``crossdevice`` on a GPU,
+   ``kernelsum`` on this CPU, else the roofline) fades to zero (``time-support``), and the notes
+   say which answer was used and why;
+5. bounds — every answer physically possible; a value that would break one is raised to it, with
    the bound in ``Answer.bounds`` and a note:
 
-   * **time** (:func:`_time_bounds`): a learned time is read on a fixed batch grid
-     (:data:`BATCH_GRID`). It is raised to the largest time the model gives a smaller grid batch
-     (``time-monotone``: a bigger batch does all the work of a smaller one); beyond the batch
-     where a model turns flat (a tree model past its training data) it grows as the model's
-     own last trained octaves did (``time-batch-scaling``); and no answer, learned or not, is
-     below :func:`~perfcast.predictors.roofline.time_lower_bound_ms` (``time-lower-bound``:
-     FLOPs ÷ the precision's fastest peak, parameter bytes ÷ bandwidth, one launch per kernel);
+   * **time**: every time answer is read on a curve over :data:`BATCH_GRID`
+     (:meth:`_Request.curve`) put through the **batch rule** (:func:`monotone_curve`): time per
+     batch never falls and throughput never falls as the batch grows — the closest such curve
+     in log time (``time-monotone`` when that moved the answer); and no answer, learned or
+     not, is below :func:`~perfcast.predictors.roofline.time_lower_bound_ms`
+     (``time-lower-bound``: FLOPs ÷ the precision's fastest peak, parameter bytes ÷ bandwidth,
+     one launch per kernel);
    * **memory**: a learned answer below the simulated tensors is raised to them
      (``memory-lower-bound``) — on a GPU + the runtime overhead (a lower bound that held in
      91.5 % of 3,802 measured runs), on a CPU the tensors alone (the simulation is exactly what
@@ -57,16 +62,19 @@ MEMORY_LOWER_BOUND = "memory-lower-bound"
 MEMORY_WEIGHTS_BOUND = "memory-weights-bound"
 #: ``Answer.bounds`` entry: the time was raised to the physical lower bound (roofline floor).
 TIME_LOWER_BOUND = "time-lower-bound"
-#: ``Answer.bounds`` entry: the time was raised to the learned time of a smaller batch.
+#: ``Answer.bounds`` entry: the time was read through the batch rule (time and throughput never
+#: fall as the batch grows; :func:`monotone_curve`).
 TIME_MONOTONE = "time-monotone"
-#: ``Answer.bounds`` entry: the time was extrapolated past the batch where the model turns flat.
-TIME_BATCH_SCALING = "time-batch-scaling"
+#: ``Answer.bounds`` entry: the request lies outside the learned model's training data
+#: (:mod:`perfcast.predictors.support`): the physics base answered, wholly or blended in.
+TIME_SUPPORT = "time-support"
 #: ``Answer.bounds`` entry: the time grew because the power limit binds (:mod:`perfcast.energy`).
 POWER_LIMIT_SLOWDOWN = "power-limit-slowdown"
-#: Batches a learned time model is read at (:func:`_time_bounds`): every batch to 16, then eight
-#: per octave (≈ 9 % apart) to 65,536.
-BATCH_GRID: tuple[int, ...] = tuple(sorted({*range(1, 17),
-                                            *(round(2 ** (k / 8)) for k in range(33, 129))}))
+#: Batches a time answer is read on (:meth:`_Request.curve`): the powers of two and three times
+#: them, 1 … 65,536 — every batch the public benchmarks measured but a handful; answers between
+#: two of them are interpolated in log-log, so they keep the batch rule.
+BATCH_GRID: tuple[int, ...] = tuple(sorted({*(2 ** k for k in range(17)),
+                                            *(3 * 2 ** k for k in range(15))}))
 
 
 @dataclass
@@ -142,7 +150,88 @@ def graph_workload(workload: Workload) -> Workload:
 #: Learned answers on :data:`BATCH_GRID`: per predictor (held weakly: a saved predictor loaded
 #: for one request goes with it), by (target, request with the batch aside, device, threads).
 _GRID_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_GRID_INDEX = {b: i for i, b in enumerate(BATCH_GRID)}
+#: :meth:`_Request.curve` results, keyed as :data:`_GRID_CACHE`.
+_CURVE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _pava(y, w):
+    """Weighted isotonic (non-decreasing) regression of ``y`` (pool-adjacent-violators)."""
+    import numpy as np
+
+    vals, wts, cnt = [], [], []
+    for yi, wi in zip(y, w):
+        vals.append(float(yi))
+        wts.append(float(wi))
+        cnt.append(1)
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            tw = wts[-2] + wts[-1]
+            v = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / tw
+            c = cnt[-2] + cnt[-1]
+            vals[-2:], wts[-2:], cnt[-2:] = [v], [tw], [c]
+    return np.repeat(vals, cnt)
+
+
+def monotone_curve(batches, values, weights=None, iterations: int = 200):
+    """The batch rule on a curve of times over ascending ``batches``: the closest curve (least
+    squares in log time, ``weights`` per point) along which **time per batch never falls and
+    throughput never falls** as the batch grows — ``log t`` non-decreasing and ``log t − log b``
+    non-increasing (Dykstra's alternating projections onto the two isotonic sets). NaN points
+    are left out and filled by interpolation. A curve that already obeys the rule is returned
+    unchanged."""
+    import numpy as np
+
+    b = np.asarray(batches, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v) & (v > 0)
+    if ok.sum() < 2:
+        return v.copy()
+    x, y = np.log(b[ok]), np.log(v[ok])
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=np.float64)[ok]
+    z = y.copy()
+    if not (np.all(np.diff(z) >= -1e-12) and np.all(np.diff(z - x) <= 1e-12)):
+        p = np.zeros_like(z)
+        q = np.zeros_like(z)
+        for _ in range(iterations):
+            a = _pava(z + p, w)
+            p = z + p - a
+            c = x - _pava(-(a + q - x), w)
+            q = a + q - c
+            if np.max(np.abs(c - z)) < 1e-10:
+                z = c
+                break
+            z = c
+        # the last projection is onto the throughput set; clean round-off in the time set
+        z = np.maximum.accumulate(z)
+        z = np.minimum(z, np.minimum.accumulate(z - x) + x)
+    out = np.full_like(v, np.nan)
+    out[ok] = np.where(np.abs(z - y) <= 1e-12, v[ok], np.exp(z))  # unmoved points exactly
+    if not ok.all():
+        out[~ok] = np.exp(np.interp(np.log(b[~ok]), x, z))
+    return out
+
+
+def curve_at(batches, values, batch: float) -> float:
+    """A curve of :func:`monotone_curve` at ``batch``: log-log interpolation between its points
+    (so the batch rule holds between them), linear in the batch beyond the last."""
+    import math
+
+    import numpy as np
+
+    b = np.asarray(batches, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v) & (v > 0)
+    if not ok.any():
+        return float("nan")
+    hit = np.flatnonzero(ok & (b == float(batch)))
+    if len(hit):  # a grid batch: its value exactly
+        return float(v[hit[0]])
+    x, y = np.log(b[ok]), np.log(v[ok])
+    lb = math.log(max(float(batch), 1.0))
+    if lb >= x[-1]:
+        return float(math.exp(y[-1] + (lb - x[-1])))
+    if lb <= x[0]:
+        return float(math.exp(y[0]))
+    return float(math.exp(np.interp(lb, x, y)))
 
 
 class _Request:
@@ -320,19 +409,88 @@ class _Request:
             mine[key] = v
         return batches, v
 
+    def base_predictor(self):
+        """The physics base on this device — what a learned model fades to outside its
+        training data: ``crossdevice`` on a GPU (each kernel priced on the spec, not anchored),
+        the shipped ``kernelsum`` on this machine's CPU, else the roofline; ``None`` when none
+        answers time here."""
+        if not hasattr(self, "_base"):
+            from perfcast.training import shipped
+
+            dev, w = self.device, self.w
+            entry = shipped.find_any_gpu("time_ms") if dev.is_gpu else shipped.find(
+                dev.key, w.mode, w.precision, "time_ms", predictor="kernelsum")
+            if entry is not None and entry.get("memsim"):
+                entry = None
+            self._base_id = None
+            if entry is not None:
+                self._base = shipped.load_entry(entry)
+                self._base_id = _shipped_id(entry)
+            else:
+                from perfcast.predictors import create_predictor
+
+                rf = create_predictor("roofline")
+                rf.fit(self.record(False, need_graph=False), targets=["time_ms"])
+                self._base = rf
+        return self._base
+
+    def curve(self, pred, target: str = "time_ms"):
+        """``pred``'s time answers on :data:`BATCH_GRID` as routing gives them: a learned model
+        that does not extrapolate by physics (:attr:`~perfcast.predictors.base.Predictor.
+        extrapolates`) keeps its log residual over the physics base (:meth:`base_predictor`)
+        only inside its training data, fading outside (:mod:`perfcast.predictors.support`);
+        then the batch rule (:func:`monotone_curve`). Returns ``(batches, values, support
+        weights or None, raw learned values, values before the batch rule, the home batch's
+        index or None)``; cached per predictor and request (batch aside)."""
+        import numpy as np
+
+        mine = _CURVE_CACHE.setdefault(pred, {})
+        key = (target, self.w.replace(batch_size=1), self.device.key, self.threads)
+        try:
+            hit = mine.get(key)
+        except TypeError:  # an unhashable in-process module
+            key, hit = None, None
+        if hit is not None:
+            return hit
+        batches, L = self.grid(pred, target)
+        weights, home = None, None
+        C = L
+        support = None if getattr(pred, "extrapolates", False) else \
+            getattr(pred, "support_", None)
+        if support is not None:
+            base = self.base_predictor()
+            B = self.grid(base, target)[1] if base is not None and base is not pred else None
+            if B is not None:
+                from perfcast.predictors.support import size_of
+
+                home, weights = support.home(batches, size_of(self.summary), self.w.mode,
+                                             self.w.precision, self.w.model.kind)
+                with np.errstate(all="ignore"):
+                    rho = float(np.log(L[home] / B[home])) if home is not None else 0.0
+                if not np.isfinite(rho):
+                    rho, weights = 0.0, np.zeros_like(weights)
+                C = np.where(np.isfinite(B), B * np.exp(weights * rho), L)
+        P = monotone_curve(batches, C, None if weights is None else 1.0 + 9.0 * weights)
+        out = (batches, P, weights, L, C, home)
+        if key is not None:
+            if len(mine) >= 512:
+                mine.pop(next(iter(mine)))
+            mine[key] = out
+        return out
+
     def run(self, pred, with_memsim: bool, target: str) -> float | None:
         import numpy as np
 
         self.answered_by[target] = (pred, with_memsim)
-        rec = self.record(with_memsim, pred.uses_graphs, pred.uses_plans)
-        if target == "time_ms" and not with_memsim and getattr(pred, "learns", True) \
-                and self.w.batch_size in _GRID_INDEX:
-            # the batch grid the bounds read anyway holds this answer (same records, one call)
-            v = float(self.grid(pred, target)[1][_GRID_INDEX[self.w.batch_size]])
+        if target == "time_ms" and not with_memsim and (getattr(pred, "learns", True)
+                                                         or getattr(pred, "extrapolates", False)):
+            v = self._curve_value(pred)
         else:
+            rec = self.record(with_memsim, pred.uses_graphs, pred.uses_plans)
             with np.errstate(all="ignore"):  # non-finite answers are dropped below
                 v = float(pred.predict(rec)[0, pred.targets_.index(target)])
         if hasattr(pred, "out_of_range"):  # a physics-based model says when it extrapolates
+            rec = self.record(with_memsim, pred.uses_graphs, pred.uses_plans)
             why = pred.out_of_range(rec)[0]
             if why:
                 self.notes.append(f"{target}: outside the {pred.name} model's training range "
@@ -341,6 +499,66 @@ class _Request:
             if self.threads:
                 self.notes.append(f"{target}: for {self.threads} CPU thread(s) (--threads)")
         return v if np.isfinite(v) and v > 0 else None
+
+    def _curve_value(self, pred) -> float:
+        """The time at the request's batch on :meth:`curve` (log-log interpolation between grid
+        batches; beyond the grid, linear in the batch), with the notes saying which answer was
+        used and why."""
+        import math
+
+        import numpy as np
+
+        batches, P, weights, L, C, home = self.curve(pred)
+        b = float(self.w.batch_size)
+        v = float(curve_at(batches, P, b))
+        with np.errstate(all="ignore"):
+            self.curve_pre = float(curve_at(batches, C, b))
+        self.support_weight = None
+        if weights is None or not math.isfinite(v):
+            return v
+        wb = float(np.interp(math.log(b), np.log(batches), weights)) if b <= batches[-1] \
+            else 0.0
+        self.support_weight = wb
+        from perfcast.predictors.support import size_of
+
+        sup = pred.support_
+        size = size_of(self.summary)
+        base = self.base_predictor()
+        where = (f"the {self.device.key} {self.w.mode} {self.w.precision} records the "
+                 f"{pred.name} model learned from ({sup.describe()})")
+        physics = (f"the physics base answers ({base.name} on {self.device.key}: kernels "
+                   f"priced on the spec, not the learned model)")
+        if not sup.covers(self.w.mode, self.w.precision, self.w.model.kind):
+            self.notes.append(f"time_ms: {where} include no {self.w.model.kind} model in "
+                              f"{self.w.mode} {self.w.precision} — {physics}")
+            return v
+        if home is None:
+            near_b, near_m = sup.nearest(b, size)
+            d = float(sup.distance([b], size)[0])
+            self.notes.append(f"time_ms: no batch of this model ({size[0] / 1e9:,.3g} GMACs per "
+                              f"sample) comes within reach of {where} — the nearest record "
+                              f"(batch {near_b:,} at {near_m / 1e9:,.3g} GMACs) is {d:.1f} "
+                              f"octaves away, outside its support, so {physics}")
+            return v
+        hb = int(batches[home])
+        near_b, near_m = sup.nearest(hb, size)
+        d = float(sup.distance([hb], size)[0])
+        at = (f"the {pred.name} model's answer at batch {hb:,} (the batch nearest its records: "
+              f"batch {near_b:,} at {near_m / 1e9:,.3g} GMACs per sample, {d:.1f} octave(s) "
+              f"away)")
+        if wb >= 1.0 - 1e-9:
+            self.notes.append(f"time_ms: inside {where}: "
+                              + (f"{at}" if int(b) == hb else
+                                 f"{at}, carried to batch {int(b):,} along the physics base's "
+                                 f"batch scaling ({base.name})"))
+        elif wb <= 1e-9:
+            self.notes.append(f"time_ms: batch {int(b):,} is too far from {where} — its nearest "
+                              f"is {at}; outside its support, so {physics}")
+        else:
+            self.notes.append(f"time_ms: batch {int(b):,} lies beyond {where}: {at}, its "
+                              f"departure from the physics base ({base.name}) carried here at "
+                              f"weight {wb:.2f}")
+        return v
 
 
 def route(workload: Workload, device, *, graph, predictor: str | None = None,
@@ -634,55 +852,32 @@ def _next_shipped(ans: Answer, req: _Request, tried: dict) -> None:
 def _time_bounds(ans: Answer, req: _Request) -> None:
     """Step 4 for time: keep the answer physically possible (see the module docstring).
 
-    A learned model (not one reading the memory simulation, which is per batch) is read on
-    :data:`BATCH_GRID`; with ``L`` its answers:
-
-    * **monotone** — the answer at batch ``b`` is at least ``max L(g)`` over grid batches
-      ``g < b``: a batch of ``b`` samples does all the work of one of ``g``. Grid points are
-      every batch to 16, then ≈ 9 % apart, so between two batches only the model's own
-      variation within one grid step remains (its noise);
-    * **flat tail** — a tree model is constant past its last split (for the shipped ones: where
-      the batch's FLOPs exceed the largest measured model's), so its per-sample time would
-      fall as 1/b for ever. Past the grid batch ``B`` where ``L`` turns constant the answer is
-      at least ``L(B)·(b/B)^s``, ``s`` the steepest log-time / log-batch slope of the two
-      octaves below ``B`` (clipped to [0, 1]). From the launch-bound regime (slope ≈ 0) to the
-      saturated one (slope 1) that slope only grows with the batch, so continuing the last
-      measured one is the lowest scaling consistent with the model's own data (``s = 1``:
-      linear once the device is saturated);
-    * **physical floor** — every answer (learned, user or roofline) is at least
-      :meth:`_Request.time_floor`. It grows linearly with the batch, so the three together
-      never decrease with the batch.
+    The answer was read on :meth:`_Request.curve` (a learned model inside its support, faded to
+    the physics base outside it, then the batch rule: time and throughput never fall as the
+    batch grows); here that is recorded (``time-support``, ``time-monotone`` with notes) and
+    every answer, learned or not, is raised to :meth:`_Request.time_floor` when below it. The
+    floor is affine in the batch (work ∝ batch + a per-kernel launch), so the batch rule holds
+    for the maximum too.
     """
     import math
-
-    import numpy as np
 
     w, notes, b = req.w, req.notes, int(req.w.batch_size)
     v = float(ans.value)
     used = req.answered_by.get(ans.target)
-    if ans.learned and used is not None and not used[1]:
-        pred = used[0]
-        batches, L = req.grid(pred, ans.target)
-        below = (batches < b) & np.isfinite(L)
-        if below.any():
-            i = int(np.nanargmax(np.where(below, L, np.nan)))
-            if L[i] > v:
-                notes.append(f"time_ms: the {ans.predictor} model answers {v:,.4g} ms for batch "
-                             f"{b:,} but {L[i]:,.4g} ms for the smaller batch {int(batches[i]):,} — "
-                             f"raised to it (a bigger batch does all the work of a smaller one)")
-                v = float(L[i])
-                ans.bounds.append(TIME_MONOTONE)
-        tail = _flat_tail(batches, L)
-        if tail is not None and b > tail[0]:
-            B, LB, slope = tail
-            x = LB * (b / B) ** slope
-            if x > v * (1 + 1e-9):
-                notes.append(f"time_ms: the {ans.predictor} model is flat from batch {int(B):,} "
-                             f"(past its training data) — extrapolated as {LB:,.4g} ms × "
-                             f"({b:,}/{int(B):,})^{slope:.2f}, the slope of its last trained "
-                             f"octaves: {x:,.4g} ms")
-                v = x
-                ans.bounds.append(TIME_BATCH_SCALING)
+    if used is not None and not used[1] and ans.target == "time_ms":
+        wb = getattr(req, "support_weight", None)
+        if wb is not None and wb < 1.0 - 1e-9:
+            ans.bounds.append(TIME_SUPPORT)
+            if wb < 0.5:  # the physics base answered (mostly): say so in the provenance
+                base = req.base_predictor()
+                ans.predictor, ans.trained_on = base.name, getattr(base, "trained_on_", None)
+                ans.model_id = getattr(req, "_base_id", None)
+        pre = getattr(req, "curve_pre", float("nan"))
+        if math.isfinite(pre) and abs(v / pre - 1.0) > 0.02:
+            notes.append(f"time_ms: {pre:,.4g} ms → {v:,.4g} ms by the batch rule (time per "
+                         f"batch and throughput never fall as the batch grows: the closest "
+                         f"such curve over batches 1–65,536 in log time)")
+            ans.bounds.append(TIME_MONOTONE)
     floor = req.time_floor()
     if floor is not None and floor > v and math.isfinite(floor):
         notes.append(f"time_ms: {v:,.4g} ms is below what {req.device.key} can physically do "
@@ -692,34 +887,6 @@ def _time_bounds(ans: Answer, req: _Request) -> None:
         v = floor
         ans.bounds.append(TIME_LOWER_BOUND)
     ans.value = v
-
-
-def _flat_tail(batches, L) -> tuple[float, float, float] | None:
-    """``(B, L(B), slope)`` when the grid answers ``L`` are constant from grid batch ``B`` to
-    the end of the grid (and vary before it), else ``None``; ``slope`` is the steepest
-    log-log slope of the two octaves below ``B``, clipped to [0, 1] (0 without octaves)."""
-    import numpy as np
-
-    n = len(L)
-    if n < 2 or not np.isfinite(L[-1]):
-        return None
-    last = float(L[-1])
-    j = n - 1
-    while j > 0 and np.isfinite(L[j - 1]) and abs(L[j - 1] - last) <= 1e-9 * last:
-        j -= 1
-    if j >= n - 1:
-        return None
-    B = float(batches[j])
-    ok = np.isfinite(L)
-    lb, ll = np.log(batches[ok]), np.log(L[ok])
-    slopes = []
-    for hi in (B, B / 2):
-        lo = hi / 2
-        if lo >= batches[0]:
-            slopes.append((np.interp(np.log(hi), lb, ll) - np.interp(np.log(lo), lb, ll))
-                          / np.log(2.0))
-    slope = float(np.clip(max(slopes, default=0.0), 0.0, 1.0))
-    return B, last, slope
 
 
 def _memory_lower_bound(ans: Answer, req: _Request, overhead: float) -> None:
@@ -815,15 +982,17 @@ __all__ = [
     "MEMORY_WEIGHTS_BOUND",
     "POWER_LIMIT_SLOWDOWN",
     "SOURCES",
-    "TIME_BATCH_SCALING",
+    "TIME_SUPPORT",
     "TIME_LOWER_BOUND",
     "TIME_MONOTONE",
     "Answer",
     "Route",
     "check_predictor_name",
+    "curve_at",
     "graph_workload",
     "looks_like_path",
     "memory_floor_mb",
+    "monotone_curve",
     "route",
     "shipped_precision",
     "simulation_applies",

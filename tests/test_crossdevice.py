@@ -107,7 +107,11 @@ def test_new_gpu_from_its_spec_is_answered_by_crossdevice(tmp_path):
     # own: an H100 is at least as good as it in what an amp run uses — perfcast.anchors)
     roof = perfcast.predict("timm:resnet10t", device=str(path), input_size="3,64,64",
                             batch_size=16, precision="amp", predictor="roofline")
-    assert roof.predictor["time_ms"] == "roofline" and roof.time_ms <= p.time_ms
+    assert roof.predictor["time_ms"] == "roofline"
+    # both at least the physical floor (the roofline predictor adds an assumed 5 µs launch per
+    # kernel, so the anchored crossdevice answer may be below it, never below the floor)
+    floor = p.route.request.time_floor()
+    assert p.time_ms >= floor * (1 - 1e-9) and roof.time_ms >= floor * (1 - 1e-9)
 
 
 @pytest.mark.shared_data("pytorch-gpu-benchmark-torchvision.csv")

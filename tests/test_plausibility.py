@@ -225,11 +225,11 @@ def test_the_issue_examples():
     """The answers issue #23 quotes: now bounded, each with a note saying why."""
     # ResNet-50 at batch 512 on this CPU: its FLOPs alone need seconds at the CPU's peak
     p = perfcast.predict("timm:resnet50", device="cpu", batch_size=512)
-    assert p.time_ms >= time_floor_ms("timm:resnet50", "cpu", 512, "infer", "fp32") > 1e3
+    assert p.time_ms >= time_floor_ms("timm:resnet50", "cpu", 512, "infer", "fp32") * (1 - 1e-9) > 1e3
     assert p.capacity_mb == get_device("cpu").memory_mb and p.fits is not None
     # a tiny model: never below one launch per kernel
     q = perfcast.predict(MODELS[1], device="h100-sxm", batch_size=1, precision="amp")
-    assert q.time_ms >= time_floor_ms(MODELS[1], "h100-sxm", 1, "infer", "amp") > 0.2
+    assert q.time_ms >= time_floor_ms(MODELS[1], "h100-sxm", 1, "infer", "amp") * (1 - 1e-9) > 0.2
 
 
 @pytest.mark.slow

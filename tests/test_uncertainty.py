@@ -36,6 +36,9 @@ class ToyConstant(Predictor):
 
 def _ship(root, tiny_feature_set, device, mode, precision, **params):
     pred = ToyConstant(**params).fit(tiny_feature_set, targets=["time_ms", "memory_mb"])
+    # no support recorded (as a model saved before supports existed): it answers every request
+    # as it is, so the interval arithmetic below is about its own answer
+    pred.support_ = None
     pred.save(root / "toy")
     write_manifest([{"id": "toy", "device": device, "mode": mode, "precision": precision,
                      "targets": pred.targets_, "predictor": pred.name, "path": "toy",

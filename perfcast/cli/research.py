@@ -79,6 +79,11 @@ def train(
     transfer: Transfer = "auto",
     list_models: Annotated[bool, typer.Option(
         "--list", help="List the shipped models and exit.")] = False,
+    support_only: Annotated[bool, typer.Option(
+        "--support-only", help="--recipe: record each trained model's support (the batches "
+                               "and model sizes it was fitted on, outside which the physics "
+                               "base answers) from the recipe's records, without refitting.")
+    ] = False,
     memsim_seed: MemsimSeed = None,
     corpus: Annotated[str | None, typer.Option(
         "--corpus", help="--recipe gnnllm: the unlabeled graph corpus of stages 1-2 (default "
@@ -115,8 +120,17 @@ def train(
         raise PerfcastError("--memsim-seed seeds the simulations of --recipe; drop it")
     if corpus and recipe != "gnnllm":
         raise PerfcastError("--corpus is for --recipe gnnllm; drop it")
+    if support_only and recipe in (None, "power", "gnnllm", "llm"):
+        raise PerfcastError("--support-only is for a recipe of per-device models (e.g. --recipe "
+                            "default); drop it")
     with StageProgress(hidden=as_json) as prog:
-        if recipe == "power":  # the power model of perfcast.energy (perfcast.training.power)
+        if support_only:
+            res = T.write_supports(recipe, out_dir=out_dir, workers=workers,
+                                   only=split_list(only) or None, progress=prog.stages)
+            summary = {"recipe": recipe, "out": str(res["out"]),
+                       "supports": len(res["supports"]),
+                       **{k: v or "none" for k, v in res["supports"].items()}}
+        elif recipe == "power":  # the power model of perfcast.energy (perfcast.training.power)
             from perfcast.training.power import train_power
 
             prog.start("training the power model on the Zeus traces")

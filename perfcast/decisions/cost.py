@@ -262,7 +262,7 @@ def estimate_generation_cost(model, *, device: str, requests: int,
     p = predict_generation(req, dev)
     framework, tensor_parallel = req.engine, req.tensor_parallel
     batch_size, input_len, output_len = req.batch_size, req.input_len, req.output_len
-    per_batch = 1 if framework == "llama.cpp" else batch_size
+    per_batch = batch_size  # concurrent requests in every engine (llama.cpp: its server slots)
     batches = math.ceil(requests / per_batch)
     hours = p.time_ms * batches / 3.6e6
     out = CostEstimate(model=req.spec, device=dev.key, mode="generate", precision=req.precision,

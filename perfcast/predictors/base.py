@@ -87,6 +87,11 @@ class Predictor:
     uses_graphs: ClassVar[bool] = True
     #: Does it read ``FeatureSet.plans`` (kernel plans, :mod:`perfcast.features.kernels`)?
     uses_plans: ClassVar[bool] = False
+    #: Does it extrapolate by physics (crossdevice, kernelsum, roofline: work at learned or
+    #: measured rates), so that routing uses it outside its training data as it is? A learned
+    #: model that does not (``False``) answers only inside its :attr:`support_`
+    #: (:mod:`perfcast.predictors.support`); outside it the physics base answers.
+    extrapolates: ClassVar[bool] = False
     #: What :meth:`_set_state` receives from ``weights.safetensors``: ``"torch"`` tensors, or
     #: ``"numpy"`` arrays (:class:`LoadedArray`, read without importing torch — the predictors
     #: whose answers need no torch: trees, linear models, the numpy MLP).
@@ -148,6 +153,10 @@ class Predictor:
         self.history_: list[dict[str, float]] = []
         self.trained_on_: dict[str, Any] = _provenance(train)
         self.calibration_: dict[str, tuple[float, float, int]] = {}
+        from perfcast.predictors.support import Support
+
+        #: the batches and model sizes it learned from (every labeled record it saw)
+        self.support_ = Support.of_feature_sets(train, valid) if self.learns else None
         self._fit(self._per_sample(train), self._per_sample(valid) if valid is not None else None,
                   progress)
         return self
@@ -281,6 +290,8 @@ class Predictor:
                   "calibration": {t: list(v) for t, v in
                                   (getattr(self, "calibration_", None) or {}).items()},
                   "state": _jsonable(state)}
+        if getattr(self, "support_", None) is not None:
+            config["support"] = self.support_.to_json()
         from perfcast.paths import write_dir_atomically
 
         def fill(tmp: Path) -> None:
@@ -319,6 +330,9 @@ class Predictor:
         obj.history_ = cfg.get("history", [])
         obj.calibration_ = {t: (float(v[0]), float(v[1]), int(v[2]))
                             for t, v in (cfg.get("calibration") or {}).items()}
+        from perfcast.predictors.support import Support
+
+        obj.support_ = Support.from_json(cfg.get("support"))
         tensors: dict[str, Any] = {}
         wpath = path / WEIGHTS_FILE
         if wpath.exists():

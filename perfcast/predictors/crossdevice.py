@@ -369,6 +369,7 @@ class CrossDevicePredictor(Predictor):
     residual; it reads no device number, but it is not monotone in the work as the base is)."""
 
     name: ClassVar[str] = "crossdevice"
+    extrapolates: ClassVar[bool] = True  # physics: work at learned rates
     supported_targets: ClassVar[tuple[str, ...]] = ("time_ms",)
     uses_graphs: ClassVar[bool] = False
     uses_plans: ClassVar[bool] = True

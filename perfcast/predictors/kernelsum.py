@@ -125,6 +125,7 @@ class KernelSumPredictor(Predictor):
     :class:`~perfcast.predictors.opmodel.OpModel` fitted on it, :data:`OP_COLUMNS`)."""
 
     name: ClassVar[str] = "kernelsum"
+    extrapolates: ClassVar[bool] = True  # physics: work at learned rates
     supported_targets: ClassVar[tuple[str, ...]] = ("time_ms",)
     uses_graphs: ClassVar[bool] = False
     uses_plans: ClassVar[bool] = True

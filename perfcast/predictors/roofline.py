@@ -294,6 +294,7 @@ class RooflinePredictor(Predictor):
     name = "roofline"
     supported_targets = ("time_ms",)
     learns = False
+    extrapolates = True
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:

@@ -294,3 +294,48 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
     entries.sort(key=lambda x: (x.get("rank", 0), x["id"]))  # first match wins in find()
     write_manifest(entries, root)
     return {"out": root, "models": entries, "seconds": round(time.perf_counter() - t_all, 1)}
+
+
+def write_supports(name: str = "default", *, out_dir: str | os.PathLike | None = None,
+                   workers: int = 2, only: list[str] | None = None,
+                   progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Record the support (:class:`~perfcast.predictors.support.Support`: the batches and model
+    sizes a model was fitted on) of every model of a recipe already trained into ``out_dir``,
+    from the same records :func:`train_recipe` fits it on, without refitting: each model's
+    ``config.json`` gets its ``support`` (what :func:`train_recipe` writes itself since
+    supports exist). Records are selected as for training, without the tensor-memory
+    simulation (a support needs batches and graph sizes only)."""
+    import dataclasses
+
+    from perfcast.predictors.base import CONFIG_FILE
+    from perfcast.predictors.support import Support
+
+    recipe = load_recipe(name)
+    root = Path(out_dir) if out_dir else default_recipe_dir(name)
+    done: dict[str, Any] = {}
+    for e in recipe["entries"]:
+        if only and e["id"] not in only:
+            continue
+        task = dataclasses.replace(_entry_task(e), memsim=False, drop_impossible=False,
+                                   plans=False)
+        fs = task.load(workers=workers, progress=progress).fs
+        groups: list[tuple[str, Any]] = [(e["id"], None)]
+        if e.get("split_by"):
+            keys = fs.rows[e["split_by"]].astype(str).agg("-".join, axis=1).to_numpy()
+            groups = [(f"{e['id']}-{k}", keys == k) for k in sorted(set(keys))]
+        for gid, mask in groups:
+            cfg = root / gid / CONFIG_FILE
+            if not cfg.exists():
+                continue
+            sub = fs if mask is None else fs.subset(np.flatnonzero(mask))
+            sup = Support.of_feature_sets(sub)
+            doc = json.loads(cfg.read_text())
+            if sup is None:
+                doc.pop("support", None)
+            else:
+                doc["support"] = sup.to_json()
+            tmp = cfg.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(doc, indent=1))
+            os.replace(tmp, cfg)
+            done[gid] = None if sup is None else sup.describe()
+    return {"out": root, "supports": done}
