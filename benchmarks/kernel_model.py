@@ -210,7 +210,8 @@ def main(argv=None) -> int:
         f" LOGO (25 fits): {fit_logo:.0f} s; whole run {total / 60:.1f} min on 2 shared cores. "
         f"Saved model: {size / 1e6:.2f} MB. Test predictions below the roofline: {below}.",
         "",
-        "GPU-time constants of `t = τ + c/η + m/β` (KernelModel.fit_gpu_time on Vidur's "
+        "GPU-time constants of `t = τ + ((c/η)^p + (m/β)^p)^(1/p)` (p = 1: the sum; "
+        "KernelModel.fit_gpu_time on Vidur's "
         "A100 + A40 operator profiles, CUDA-event times: what prices tensor-core kernels, and "
         "the fixed time τ of every kernel; the cross-GPU check is "
         "reports/crossdevice/small_work.md), the operator model's base fitted on NeuSight's "
@@ -219,6 +220,7 @@ def main(argv=None) -> int:
         "",
         md_table(pd.DataFrame([{"class": kc, "τ µs": f"{1e3 * v['tau_ms']:.2f}",
                                 "η": f"{v['eta']:.3f}", "β": f"{v['beta']:.3f}",
+                                "p": f"{v['p']:.2f}",
                                 "Vidur rows": str(full.gpu_time_.get(kc, {}).get("rows", 0)),
                                 "operator η": f"{full.base_[kc]['eta']:.3f}",
                                 "operator β": f"{full.base_[kc]['beta']:.3f}",

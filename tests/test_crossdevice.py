@@ -133,6 +133,8 @@ def test_fit_save_load_predicts_identically(tmp_path, monkeypatch):
     loaded = load_predictor(pred.save(tmp_path / "xd"))
     after = loaded.predict(fs)
     np.testing.assert_array_equal(before, after)
+    # the kinds of work the correction learned from (it scales no other), saved with it
+    assert pred.regimes_ == loaded.regimes_ == ["fp16, convolutions", "fp32, convolutions"]
     # every answer lies between Σ roofline and Σ K·(roofline + launch)
     lo, hi = pred.bounds(fs).T
     assert (before[:, 0] >= lo * (1 - 1e-12)).all() and (before[:, 0] <= hi * (1 + 1e-12)).all()

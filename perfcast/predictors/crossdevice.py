@@ -8,18 +8,23 @@ construction**:
 its compute time (FLOPs ÷ the peak of the units that run it, :func:`peak_unit` — SIMT FP32, TF32,
 fp16 / bf16 tensor cores, AMD FP32 matrix cores) and ``m`` its memory time (bytes ÷ bandwidth):
 
-* on tensor / matrix cores: ``τ + max(c / η, m / β)``;
-* otherwise ``min(operator model, τ + max(c / η, m / β))`` — the operator model
-  (:class:`~perfcast.predictors.kernels.KernelModel`, NeuSight's kernels on five GPUs, monotone
-  in ``c``, ``m`` and every size) for kernels big enough to have been measured, the launch-and-
-  efficiency form below that;
+* on tensor / matrix cores, and a norm or element-wise kernel at an operand size whose GPU
+  times were measured (2-byte, :meth:`KernelModel.gpu_time_covers`): the GPU-time base
+  ``τ + ((c / η)^p + (m / β)^p)^(1/p)`` (GEMMs and convolutions overlap compute and memory,
+  ``p`` fitted; ``p = 1`` — the sum — for the other classes);
+* otherwise the operator model (:class:`~perfcast.predictors.kernels.KernelModel`, NeuSight's
+  fp32 kernels on five GPUs: its base ``τ + c/η + m/β`` times a shape-only factor that fades
+  out below the sizes it measured), asked about the kernel's fp32 twin on a virtual device
+  with the kernel's own peak and operand size;
 * never below ``max(c, m)`` (the roofline), never above ``K_class · (max(c, m) + launch)``
   (``K``: the largest slowdown the operator measurements show for the class,
   :attr:`KernelModel.slowdown_max_`).
 
-``τ``, ``η``, ``β`` per class are the GPU-time constants fitted on Vidur's A100 / A40 operator
-profiles (:meth:`KernelModel.fit_gpu_time`: CUDA-event times of the token-level operators of
-LLM layers, 1–32k tokens) — the kernels' own time, without host dispatch.
+``τ``, ``η``, ``β``, ``p`` per class are the GPU-time constants fitted on Vidur's A100 / A40
+operator profiles (:meth:`KernelModel.fit_gpu_time`: CUDA-event times of the token-level
+operators of LLM layers, 1–32k tokens) — the kernels' own time, without host dispatch. Every
+term is non-increasing in the peak of the kernel's units and in the bandwidth, so a GPU at
+least as good in both prices every kernel no slower.
 
 **2. The record's time** — eager PyTorch: the host dispatches kernel ``j`` at ``j·h`` (``h`` per
 kernel and mode, fitted), the GPU runs the kernels in order as soon as each is dispatched::
@@ -41,6 +46,13 @@ sustain a smaller share of their peak) and vendor. So:
   non-increasing in every number, ``g`` in the power);
 * more work (batch, sequence, layers) is never predicted faster;
 * the answer stays inside ``[Σ max(c, m), Σ K·(max(c, m) + launch)]``.
+
+The correction scales only the kinds of work it learned from (:func:`correction_regime`: the
+precision, and whether the model has convolutions; :attr:`CrossDevicePredictor.regimes_`).
+Another kind is answered by the kernels' GPU time and the dispatch queue alone (``s = 1``) and
+says so (:meth:`CrossDevicePredictor.out_of_range`): the shipped model learned half precision
+from CNNs alone, and their ``s`` priced an H100's fp16 LLM layer operators several times slower
+than an A100 runs them (reports/crossdevice/small_work.md).
 
 Spec fields the composition needs are read through :func:`perfcast.devices.derive.complete`:
 a missing TF32 / bf16 peak is derived from the architecture with the rule said in ``notes``
@@ -82,6 +94,19 @@ CORRECTION_FEATURES: tuple[str, ...] = (
 MONOTONE_CORRECTION = {"log_ref_ms": 1, "log_kernels": 1, "log_batch": 1, "log_tdp_w": -1}
 #: The correction features that describe the device.
 DEVICE_FEATURES = ("log_tdp_w", "vendor=amd")
+
+
+def correction_regime(X: np.ndarray) -> np.ndarray:
+    """The kind of work of each row of a :data:`CORRECTION_FEATURES` matrix, as the correction
+    tells kinds apart: its precision and whether the model has convolutions (``"amp,
+    convolutions"``, ``"fp16, no convolutions"`` …) — device-free, and the same at every batch,
+    sequence and layer count."""
+    col = {name: j for j, name in enumerate(CORRECTION_FEATURES)}
+    prec = np.full(len(X), "other precision", dtype=object)
+    for p in PRECISIONS:
+        prec[X[:, col[f"precision={p}"]] > 0.5] = p
+    conv = np.where(X[:, col["has_conv"]] > 0.5, "convolutions", "no convolutions")
+    return np.array([f"{p}, {c}" for p, c in zip(prec, conv)], dtype=object)
 
 
 def _device(key: str):
@@ -249,17 +274,22 @@ def price_kernels(km, kf: pd.DataFrame) -> KernelPrices:
     # device-free size: the roofline on the reference numbers
     ref_peak = np.where(tc, REFERENCE["tensor"], REFERENCE["fp32"]) * 1e12
     ref = np.maximum(eff / ref_peak, moved / (REFERENCE["bandwidth"] * 1e9)) * 1e3
-    # tensor / matrix cores: the GPU-time base fitted on kernel GPU times (Vidur's profiles)
+    # tensor / matrix cores, and SIMT kernels of a class at an operand size whose GPU times were
+    # measured: the GPU-time base fitted on kernel GPU times (Vidur's profiles)
     from perfcast.predictors.kernels import _base
 
     ms = np.empty(n)
-    if tc.any():
+    cls = np.where(kcs == "stream", "elementwise", kcs)
+    measured = tc.copy()
+    for kc, b in dict.fromkeys(zip(cls[~tc], dbytes[~tc])):
+        if kc in ("norm", "softmax", "elementwise") and km.gpu_time_covers(kc, b):
+            measured |= ~tc & (cls == kc) & (dbytes == b)
+    if measured.any():
         gt = km.gpu_time_constants()
-        for kc in ("gemm", "conv"):
-            sel = tc & (kcs == kc)
-            if sel.any():
-                ms[sel] = _base(gt[kc], c[sel], m[sel])
-    simt = ~tc
+        for kc in pd.unique(cls[measured]):
+            sel = measured & (cls == kc)
+            ms[sel] = _base(gt[kc], c[sel], m[sel])
+    simt = ~measured
     if simt.any():
         # everything else: the operator model, asked about the kernel's fp32 twin on the
         # virtual device with the kernel's own peak and operand size
@@ -279,7 +309,6 @@ def price_kernels(km, kf: pd.DataFrame) -> KernelPrices:
             virt[(k, u, b)] = _virtual_device(devs[k], u, b)
         f["device_key"] = [virt[t] for t in vk]
         ms[idx] = km.predict(f)
-    cls = np.where(kcs == "stream", "elementwise", kcs)
     ms = np.maximum(ms, roof)
     launch = km.upper_launch_ms()
     kmax = np.array([km.slowdown_max(k) for k in cls])
@@ -366,7 +395,11 @@ class CrossDevicePredictor(Predictor):
     ``host_us`` (per-kernel dispatch candidates, µs: the fit picks one per mode) and
     ``residual`` (``"none"`` | ``"xgboost"``: for one GPU's own labels, an XGBoost on the
     record's static graph features learns what the physics base still misses — the per-device
-    residual; it reads no device number, but it is not monotone in the work as the base is)."""
+    residual; it reads no device number, but it is not monotone in the work as the base is).
+
+    Fitted attributes beside the correction: ``host_ms_`` (dispatch per kernel and mode),
+    ``tdp_floor_w_`` and ``regimes_`` — the kinds of work (:func:`correction_regime`) the
+    correction learned from and alone scales."""
 
     name: ClassVar[str] = "crossdevice"
     extrapolates: ClassVar[bool] = True  # physics: work at learned rates
@@ -544,6 +577,8 @@ class CrossDevicePredictor(Predictor):
             choice[md] = best[1]
         h = self._host_ms(sub.rows)
         r = np.log(_scale_for(pos, suffix, starts, h, y))
+        # the kinds of work the correction learns from: it scales no other (_correct)
+        self.regimes_ = sorted(map(str, set(correction_regime(X))))
         self._fit_correction(X, r, w)
         pred = queue_time(pos, suffix, starts, h, np.exp(self._correct(X)))
         self.residual_ = None
@@ -617,11 +652,39 @@ class CrossDevicePredictor(Predictor):
         return (1.0 / counts.to_numpy(float)) * len(rows) / key.nunique()
 
     def _correct(self, X: np.ndarray) -> np.ndarray:
+        """``log s`` per row: the learned correction for the kinds of work it learned from
+        (:attr:`regimes_`), 0 for any other (a model saved before regimes were recorded
+        corrects every row)."""
         Z = (X - self.x_mean_) / self.x_std_
         c = self.intercept_ + Z @ self.coef_
         if getattr(self, "booster_", None) is not None:  # numpy trees or an xgboost.Booster
             c = c + self.booster_.inplace_predict(Z)
-        return c
+        return np.where(self._in_regimes(X), c, 0.0)
+
+    def _in_regimes(self, X: np.ndarray) -> np.ndarray:
+        regimes = getattr(self, "regimes_", None)
+        if regimes is None:
+            return np.ones(len(X), bool)
+        return np.isin(correction_regime(X), list(regimes))
+
+    def out_of_range(self, data: FeatureSet) -> list[str]:
+        """Why each record's correction does not apply, one string per record ("" when it
+        does, or without a kernel plan): a kind of work (:func:`correction_regime`) none of
+        its training records was."""
+        comp = self.compose(data)
+        ok = np.flatnonzero([c is not None for c in comp])
+        out = [""] * len(data)
+        if not len(ok) or getattr(self, "regimes_", None) is None:
+            return out
+        sub = data.subset(ok) if len(ok) < len(data) else data
+        X = self.features(sub, [comp[i] for i in ok])
+        inside = self._in_regimes(X)
+        for i, kind, yes in zip(ok, correction_regime(X), inside):
+            if not yes:
+                out[i] = (f"its correction learned from {'; '.join(self.regimes_)} records, "
+                          f"none {kind}: the kernels' GPU time and the dispatch queue, "
+                          f"uncorrected")
+        return out
 
     def _predict(self, data: FeatureSet) -> np.ndarray:
         comp = self.compose(data)
@@ -683,6 +746,7 @@ class CrossDevicePredictor(Predictor):
                                                 dtype=np.uint8).copy()
         return tensors, {"intercept": float(self.intercept_), "host_ms": self.host_ms_,
                          "tdp_floor_w": getattr(self, "tdp_floor_w_", None),
+                         "regimes": getattr(self, "regimes_", None),
                          "kernels": km.config(), "features": list(CORRECTION_FEATURES)}
 
     def _set_state(self, tensors, state) -> None:
@@ -697,6 +761,8 @@ class CrossDevicePredictor(Predictor):
         self.kernel_model_ = KernelModel.from_config(state["kernels"], boosters)
         self.host_ms_ = {k: float(v) for k, v in state["host_ms"].items()}
         self.tdp_floor_w_ = state.get("tdp_floor_w")
+        regimes = state.get("regimes")
+        self.regimes_ = None if regimes is None else [str(r) for r in regimes]
         self.x_mean_ = tensors["x_mean"].numpy()
         self.x_std_ = tensors["x_std"].numpy()
         self.coef_ = tensors["coef"].numpy()
@@ -719,5 +785,5 @@ def composition_features(fs: FeatureSet, kernel_model: str = "shipped") -> pd.Da
 
 
 __all__ = ["CORRECTION_FEATURES", "CrossDevicePredictor", "TF32_MODES",
-           "composition_features", "has_matrix_units", "kernel_frame", "peak_unit",
-           "price_kernels", "queue_time"]
+           "composition_features", "correction_regime", "has_matrix_units", "kernel_frame",
+           "peak_unit", "price_kernels", "queue_time"]

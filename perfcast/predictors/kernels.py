@@ -51,6 +51,14 @@ dispatch time: only rows above :data:`GPU_BOUND_FACTOR` × that floor train the 
 kernel is priced by the same base (``τ`` is its fixed GPU-side time), and
 :meth:`KernelModel.predict_measured` adds the harness's floor back when comparing with it.
 
+**GPU-time constants** (:meth:`KernelModel.fit_gpu_time`): per class, ``τ, η, β`` — and for a
+GEMM the overlap exponent ``p`` of ``τ + ((c/η)^p + (m/β)^p)^(1/p)`` (:func:`_base`) — fitted on
+kernel GPU times (Vidur's CUDA-event profiles of LLM layer operators, fp16). They give every
+class its ``τ`` and price the kernels the operator measurements never ran: tensor-core GEMMs
+and convolutions, and the 2-byte norms and element-wise kernels
+(:meth:`KernelModel.gpu_time_covers`; :func:`perfcast.predictors.crossdevice.price_kernels`).
+The device enters them through ``c`` and ``m`` only, as everywhere here.
+
 Device numbers come from the registry (:func:`perfcast.devices.get_device`: ``peak_tflops``,
 ``bandwidth_gbs``) — give a registry key or a :class:`~perfcast.devices.Device`.
 
@@ -364,6 +372,10 @@ def _conv_as_gemm(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: Classes whose GPU-time base overlaps compute and memory (:func:`_base`'s exponent ``p``
+#: fitted): a GEMM's shapes vary its compute-to-memory ratio, so the data tell ``p`` apart;
+#: a norm's or an element-wise op's ratio is fixed by its class (their ``p`` stays 1).
+OVERLAP_CLASSES: tuple[str, ...] = ("gemm",)
 #: Where a class without GPU-time measurements takes its constants from (first fitted wins).
 GPU_TIME_FALLBACK: dict[str, tuple[str, ...]] = {
     "gemm": ("gemm",), "conv": ("gemm",), "norm": ("norm", "elementwise"),
@@ -395,23 +407,43 @@ def _gpu_times(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return c, m
 
 
+#: Largest overlap exponent ``p`` of :func:`_base` a fit may choose (``p → ∞`` is the plain
+#: maximum of the compute and memory terms; at 8 the two differ by at most 9 %).
+P_MAX = 8.0
+
+
 def _base(q: Mapping[str, float], c, m):
-    """``τ + c/η + m/β`` (ms) with the class's base parameters ``q``."""
-    return q["tau_ms"] + np.asarray(c) / q["eta"] + np.asarray(m) / q["beta"]
+    """``τ + ((c/η)^p + (m/β)^p)^(1/p)`` (ms) with the class's base parameters ``q``: the compute
+    and memory terms overlapped by a smooth maximum of exponent ``p`` (a GEMM streams its tiles
+    while it computes); ``p = 1`` — their sum — where ``q`` has no ``p``. Non-decreasing in
+    ``c`` and ``m``, and ``≥ max(c/η, m/β)`` for every ``p ≥ 1``."""
+    a = np.asarray(c, dtype=np.float64) / q["eta"]
+    b = np.asarray(m, dtype=np.float64) / q["beta"]
+    p = float(q.get("p", 1.0))
+    if p == 1.0:
+        return q["tau_ms"] + a + b
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(hi > 0, lo / hi, 0.0)
+    return q["tau_ms"] + hi * (1.0 + ratio ** p) ** (1.0 / p)
 
 
 def _fit_base(c: np.ndarray, m: np.ndarray, log_t: np.ndarray,
-              tau_ms: float | None = None) -> dict[str, float]:
-    """``τ, η, β`` of :func:`_base` by least squares of ``log t`` (``τ > 0``, or fixed to
-    ``tau_ms``; ``η, β`` in (0, 1]: a kernel never beats the peak or the bandwidth)."""
+              tau_ms: float | None = None, fit_p: bool = False) -> dict[str, float]:
+    """``τ, η, β`` (and with ``fit_p`` the overlap exponent ``p`` in [1, :data:`P_MAX`]) of
+    :func:`_base` by least squares of ``log t`` (``τ > 0``, or fixed to ``tau_ms``; ``η, β``
+    in (0, 1]: a kernel never beats the peak or the bandwidth)."""
     from scipy.optimize import least_squares
 
     def unpack(q):
-        return {"tau_ms": float(np.exp(q[0])) if tau_ms is None else float(tau_ms),
-                "eta": float(1 / (1 + np.exp(-q[1]))), "beta": float(1 / (1 + np.exp(-q[2])))}
+        out = {"tau_ms": float(np.exp(q[0])) if tau_ms is None else float(tau_ms),
+               "eta": float(1 / (1 + np.exp(-q[1]))), "beta": float(1 / (1 + np.exp(-q[2])))}
+        if fit_p:
+            out["p"] = float(1.0 + (P_MAX - 1.0) / (1 + np.exp(-q[3])))
+        return out
 
-    q = least_squares(lambda q: np.log(_base(unpack(q), c, m)) - log_t,
-                      [np.log(5e-3), 0.5, 0.5]).x
+    start = [np.log(5e-3), 0.5, 0.5] + ([0.0] if fit_p else [])
+    q = least_squares(lambda q: np.log(_base(unpack(q), c, m)) - log_t, start).x
     return unpack(q)
 
 
@@ -445,7 +477,12 @@ class KernelModel:
     Hyper-parameters (:meth:`default_params`): ``rounds``, ``max_depth``, ``eta``,
     ``subsample``, ``colsample_bytree``, ``min_child_weight``, ``nthread``, ``seed``,
     ``gpu_bound_factor``, ``max_rows_per_class`` (random subsample of a class's training rows;
-    None = all) and ``class_params`` (per-class overrides, e.g. ``{"gemm": {"max_depth": 8}}``).
+    None = all), ``class_params`` (per-class overrides, e.g. ``{"gemm": {"max_depth": 8}}``),
+    ``overlap_classes`` (the classes whose GPU-time base fits the overlap exponent ``p``,
+    :data:`OVERLAP_CLASSES`; ``[]``: the sum for every class) and ``simt_gpu_time`` (SIMT kernels
+    of a class at an operand size with measured GPU times are priced by the GPU-time base,
+    :meth:`gpu_time_covers`; ``False``: by the operator model — the pricing before either, for
+    comparison in ``benchmarks/crossdevice_small_work.py``).
     """
 
     name = "kernel-time"
@@ -458,7 +495,8 @@ class KernelModel:
         return {"rounds": 300, "max_depth": 6, "eta": 0.1, "subsample": 0.8,
                 "colsample_bytree": 0.8, "min_child_weight": 20.0, "nthread": 2, "seed": 0,
                 "gpu_bound_factor": GPU_BOUND_FACTOR, "max_rows_per_class": None,
-                "class_params": {}}
+                "class_params": {}, "overlap_classes": list(OVERLAP_CLASSES),
+                "simt_gpu_time": True}
 
     def get_params(self) -> dict[str, Any]:
         return {**self.default_params(), **self.params}
@@ -682,32 +720,44 @@ class KernelModel:
 
     # -- GPU-time constants and bounds ---------------------------------------------------------
     def fit_gpu_time(self, frame: pd.DataFrame) -> KernelModel:
-        """Fit, per class, the base ``τ + c/η + m/β`` (:func:`_fit_base`; ``c`` FLOPs ÷ the peak
-        of the units that run the kernel — tensor cores for 2-byte GEMMs —, ``m`` bytes ÷
-        bandwidth, both in ms) on kernel-level GPU times: a frame like
+        """Fit, per class, the base ``τ + ((c/η)^p + (m/β)^p)^(1/p)`` (:func:`_fit_base`; ``c``
+        FLOPs ÷ the peak of the units that run the kernel — tensor cores for 2-byte GEMMs —,
+        ``m`` bytes ÷ bandwidth, both in ms; ``p`` fitted for the classes of
+        :data:`OVERLAP_CLASSES`, else 1) on kernel-level GPU times: a frame like
         :func:`perfcast.datasets.vidur.load_vidur_ops` (``kernel_class``, dims, ``dtype_bytes``,
         ``device_key``, ``latency_ms``). What prices kernels on tensor cores, which the
-        operator measurements (fp32 SIMT) never ran. Classes the frame lacks take a measured
-        class's constants (:data:`GPU_TIME_FALLBACK`)."""
+        operator measurements (fp32 SIMT) never ran, and the SIMT kernels of a class at the
+        operand sizes it was measured at (``dtype_bytes``: :meth:`gpu_time_covers`). ``τ`` is
+        the least-squares sum's (``p = 1``) for every class — the fixed time the operator model
+        shares —, and an overlap class refits ``η, β, p`` with it. Classes the frame lacks take
+        a measured class's constants (:data:`GPU_TIME_FALLBACK`)."""
         df = _as_frame(frame)
         c, m = _gpu_times(df)
         y = np.log(df["latency_ms"].to_numpy(np.float64))
         kcs = df["kernel_class"].astype(str).to_numpy()
+        db = df["dtype_bytes"].to_numpy(np.float64) if "dtype_bytes" in df \
+            else np.full(len(df), 4.0)
         out: dict[str, dict[str, Any]] = {}
         for kc in pd.unique(kcs):
             sel = kcs == kc
             q = _fit_base(c[sel], m[sel], y[sel])
+            if str(kc) in self.get_params()["overlap_classes"]:
+                # the fixed time τ is the sum's (the one number the operator model shares);
+                # the overlap refits η, β and p with it
+                q = _fit_base(c[sel], m[sel], y[sel], tau_ms=q["tau_ms"], fit_p=True)
             res = np.log(_base(q, c[sel], m[sel])) - y[sel]
             out[str(kc)] = {**q, "rows": int(sel.sum()),
                             "rmse_log": float(np.sqrt(np.mean(res ** 2))),
+                            "dtype_bytes": sorted(int(b) for b in np.unique(db[sel])),
                             "devices": sorted(map(str, df.loc[sel, "device_key"].map(
                                 lambda d: getattr(d, "key", d)).unique()))}
         self.gpu_time_ = out
         return self
 
     def gpu_time_constants(self) -> dict[str, dict[str, float]]:
-        """``{class: {"tau_ms", "eta", "beta"}}`` for every class of :data:`KERNEL_CLASSES`
-        (:meth:`fit_gpu_time`; a class without its own takes :data:`GPU_TIME_FALLBACK`'s)."""
+        """``{class: {"tau_ms", "eta", "beta", "p"}}`` for every class of
+        :data:`KERNEL_CLASSES` (:meth:`fit_gpu_time`; a class without its own takes
+        :data:`GPU_TIME_FALLBACK`'s; ``p`` = 1 — the sum — where none was fitted)."""
         fitted = getattr(self, "gpu_time_", None) or {}
         if not fitted:
             raise PerfcastError(f"{self.name}: no GPU-time constants (fit_gpu_time on kernel "
@@ -717,7 +767,19 @@ class KernelModel:
             src = kc if kc in fitted else next((f for f in GPU_TIME_FALLBACK[kc] if f in fitted),
                                                next(iter(fitted)))
             out[kc] = {k: float(fitted[src][k]) for k in ("tau_ms", "eta", "beta")}
+            out[kc]["p"] = float(fitted[src].get("p", 1.0))
         return out
+
+    def gpu_time_covers(self, kernel_class: str, dtype_bytes: float) -> bool:
+        """Whether the class's own GPU-time constants were measured on kernels of this operand
+        size (:meth:`fit_gpu_time` records them; a model fitted before it did covers none) —
+        then they, not the operator model learned on fp32 kernels timed from the host, price
+        the class's SIMT kernels of that size (:func:`perfcast.predictors.crossdevice.
+        price_kernels`)."""
+        if not self.get_params()["simt_gpu_time"]:
+            return False
+        q = (getattr(self, "gpu_time_", None) or {}).get(kernel_class_of(kernel_class)) or {}
+        return int(dtype_bytes) in set(q.get("dtype_bytes") or ())
 
     def slowdown_max(self, kernel_class: str) -> float:
         """The largest measured slowdown of the class over ``roofline + launch floor``
