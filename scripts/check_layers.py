@@ -55,6 +55,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("generation", "LLM generation requests: time, memory, energy"),
     ("parallel", "training over many GPUs: layouts, collectives, per-layer arithmetic, memory "
                  "per GPU"),
+    ("request", "one request schema for every command and surface; the Estimate every "
+                "mode answers; the engine of each mode"),
     ("api", "perfcast.predict / load_graph"),
     ("query", "measured (a measurement store) before predicted: perfcast query"),
     ("decisions", "MIG, fit, cost, rank"),
