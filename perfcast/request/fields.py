@@ -1,0 +1,327 @@
+"""Every option of a request, declared once: its name, type, default, help, unit, choices, the
+modes it applies to, the commands that take it and its names on the command line and over HTTP.
+
+The typer options of the CLI (:mod:`perfcast.cli.options`), the pydantic bodies of ``perfcast
+serve``, the web page's form (:mod:`perfcast.ui`) and the CLI reference of the docs are all
+generated from :data:`FIELDS`; :meth:`perfcast.request.Request.validate` refuses what does not
+apply to the request's mode from each field's :attr:`Field.modes`. A new option is one
+:class:`Field` here (and the code that reads it).
+
+Names: the HTTP name is the Python keyword (``power_limit_w``); the command-line flag is the
+same with dashes (``--power-limit-w``), and :attr:`Field.aliases` keeps a short or earlier
+spelling (``--power-limit``) working on both surfaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfcast.workload import (
+    DEFAULT_ENGINE,
+    DEFAULT_OPTIMIZER,
+    ENGINES,
+    FLASH_ATTENTION,
+    GENERATE_PRECISIONS,
+    LLAMA_CPP_N_BATCH,
+    LLAMA_CPP_N_UBATCH,
+    MODES,
+    OBJECTIVES,
+    OPTIMIZERS,
+    PRECISIONS,
+    PREDICTOR_KINDS,
+    RECOMPUTE,
+    RISKS,
+    SCHEDULES,
+    TF32_MODES,
+    ZERO_STAGES,
+)
+
+#: The groups of the request tree (:class:`perfcast.request.Request`): what runs, how it is
+#: spread over GPUs, how it is served, how perfcast answers, and each decision's own knobs.
+GROUPS = ("workload", "layout", "serving", "options", "decision")
+#: Commands whose options come from here, and the HTTP route of each (``perfcast serve``).
+COMMANDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
+#: Every mode, for fields that apply to all.
+ALL = tuple(MODES)
+GRAPH = ("infer", "train")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One request option. ``name``: the Python keyword and HTTP name; ``kind``: ``int``,
+    ``float``, ``str``, ``bool`` or ``list`` (comma-separated on the command line); ``default``
+    (``None`` = left to the mode's default); ``help`` (one sentence, no flag names of other
+    fields needed); ``unit``; ``choices`` (a tuple, or a callable giving one when it is read:
+    registry devices, price providers); ``modes`` it applies to; ``commands`` that take it;
+    ``cli``: the flag (``--`` + the name with dashes unless given); ``aliases``: other flags /
+    HTTP names accepted for it; ``short``: a one-letter flag; ``group``: :data:`GROUPS`;
+    ``minimum`` / ``maximum``: a number's bounds; ``overrides``: ``{command: {"help": …,
+    "default": …}}``."""
+
+    name: str
+    kind: str
+    group: str
+    help: str
+    default: Any = None
+    unit: str | None = None
+    choices: tuple | Callable[[], tuple] | None = None
+    modes: tuple[str, ...] = ALL
+    commands: tuple[str, ...] = ()
+    cli: str | None = None
+    aliases: tuple[str, ...] = ()
+    short: str | None = None
+    argument: bool = False
+    #: bounds of a number: ``minimum`` (exclusive when ``exclusive``) and ``maximum``
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive: bool = False
+    #: per command, a help text or default that differs from the field's own
+    overrides: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag."""
+        return self.cli or "--" + self.name.replace("_", "-")
+
+    def allowed(self) -> tuple | None:
+        """The allowed values (``None``: any of the kind)."""
+        c = self.choices
+        return tuple(c()) if callable(c) else c
+
+    def help_for(self, command: str | None = None) -> str:
+        return self.overrides.get(command, {}).get("help", self.help)
+
+    def default_for(self, command: str | None = None) -> Any:
+        return self.overrides.get(command, {}).get("default", self.default)
+
+    def applies(self, mode: str | None) -> bool:
+        return mode is None or mode in self.modes
+
+    def http_aliases(self) -> tuple[str, ...]:
+        """Other keys a request body may use for it (its flag aliases as keywords)."""
+        return tuple(a.lstrip("-").replace("-", "_") for a in self.aliases if a.startswith("--"))
+
+
+def _devices() -> tuple[str, ...]:
+    from perfcast.devices import device_keys
+
+    return tuple(device_keys())
+
+
+def _providers() -> tuple[str, ...]:
+    """The price table's providers, read without importing the decisions (empty when the
+    table cannot be read: the commands then say why)."""
+    import csv
+
+    from perfcast.paths import price_table_path
+
+    try:
+        with open(price_table_path(), encoding="utf-8", newline="") as f:
+            return tuple(sorted({r["provider"].strip().lower() for r in csv.DictReader(f)
+                                 if (r.get("provider") or "").strip()}))
+    except (OSError, ValueError, KeyError, csv.Error):
+        return ()
+
+
+_P = ("predict",)
+_DECIDE = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
+_GRAPH_CMDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
+
+FIELDS: tuple[Field, ...] = (
+    # ---------------------------------------------------------------------------- workload
+    Field("model", "str", "workload", argument=True, commands=_DECIDE,
+          help="timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
+               "path/to/model.onnx or module.path:callable"),
+    Field("device", "str", "workload", short="-d", unit=None,
+          commands=("predict", "fit", "cost", "mig", "power-limit", "plan"),
+          help="Device: a registry key (perfcast devices lists them) or the JSON spec file of "
+               "a GPU"),
+    Field("batch_size", "int", "workload", short="-b", unit="samples", commands=_DECIDE,
+          help="Samples per batch (default: 1, or 32 for a predicted training step; an ONNX "
+               "file's own batch); --mode generate: concurrent requests, in every engine; "
+               "with a layout: the global batch"),
+    Field("input_size", "str", "workload", modes=GRAPH, commands=_GRAPH_CMDS,
+          help="Per-sample input shape C,H,W (vision models; one number: a 1-d shape)"),
+    Field("seq_len", "int", "workload", unit="tokens", modes=GRAPH, commands=_GRAPH_CMDS,
+          help="Sequence length in tokens (text models, hf:)"),
+    Field("mode", "str", "workload", default="infer", choices=ALL, commands=_DECIDE,
+          help="What runs: infer (one forward pass), train (one training step: forward, loss, "
+               "backward, optimizer) or generate (an LLM serving a batch of requests, hf: "
+               "models)"),
+    Field("precision", "str", "workload",
+          choices=tuple(dict.fromkeys((*PRECISIONS, *GENERATE_PRECISIONS))),
+          commands=_DECIDE,
+          help="fp32, amp, fp16 or bf16 (amp: float16 autocast; default: the precision "
+               "measured on that device and mode, else fp32); --mode generate: fp16, bf16, "
+               "fp32, int8 / int4 (weight-only) or a llama.cpp GGUF format (default fp16)"),
+    Field("optimizer", "str", "workload", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS,
+          modes=("train",), commands=_GRAPH_CMDS,
+          help="Training optimizer (none: forward + backward, no optimizer step)"),
+    Field("tf32", "str", "workload", default="default", choices=TF32_MODES, modes=GRAPH,
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="How fp32 matmuls and convolutions run on GPUs with TF32 units (Ampere and "
+               "newer): default = PyTorch's defaults (convolutions TF32, matmuls FP32); on = "
+               "NGC containers / set_float32_matmul_precision('high'); off = "
+               "NVIDIA_TF32_OVERRIDE=0"),
+    # ---------------------------------------------------------------------------- layout
+    Field("data_parallel", "int", "layout", default=1, unit="GPUs", modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="Data-parallel replicas (D); --batch-size is the global batch"),
+    Field("tensor_parallel", "int", "layout", default=1, unit="GPUs",
+          modes=("train", "generate"), commands=("predict", "fit", "cost", "rank", "plan"),
+          help="GPUs splitting each layer (Megatron tensor parallelism); --mode generate: "
+               "devices sharing the model"),
+    Field("pipeline_parallel", "int", "layout", default=1, unit="GPUs", modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="Pipeline stages (P), each holding L/P layers"),
+    Field("micro_batch_size", "int", "layout", unit="samples", modes=("train",),
+          commands=("predict", "cost", "rank", "plan"),
+          help="Samples per pipeline / gradient-accumulation micro-batch (default: the "
+               "largest that fits)"),
+    Field("recompute", "str", "layout", default="none", choices=RECOMPUTE, modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="Activation recomputation"),
+    Field("zero", "int", "layout", default=0, choices=ZERO_STAGES, modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="ZeRO stage: 1 shards the optimizer state over the data-parallel replicas, 2 "
+               "the gradients too, 3 the weights too"),
+    Field("schedule", "str", "layout", default="1f1b", choices=SCHEDULES, modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"), help="Pipeline schedule"),
+    Field("flash_attention", "str", "layout", default="auto", choices=FLASH_ATTENTION,
+          modes=("train",), commands=("predict", "fit", "cost", "rank", "plan"),
+          help="The attention kernel of hf: transformers: auto = FlashAttention where the GPU "
+               "runs it (NVIDIA compute capability ≥ 8.0, AMD MI200 / MI300: no S² scores "
+               "kept, recomputed in the backward pass), eager attention elsewhere"),
+    Field("cluster", "str", "layout", modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="A training step over GPUs: cluster JSON with gpus_per_node, intra_node_gbs, "
+               "inter_node_gbs (per-GPU unidirectional GB/s) and optional latencies (default: "
+               "the device's servers, perfcast devices)"),
+    # ---------------------------------------------------------------------------- serving
+    Field("engine", "str", "serving", choices=ENGINES, modes=("generate",), commands=_DECIDE,
+          aliases=("--framework",),
+          help=f"Serving engine (default {DEFAULT_ENGINE})"),
+    Field("input_len", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+          help="Prompt tokens per request"),
+    Field("output_len", "int", "serving", unit="tokens", modes=("generate",),
+          commands=_DECIDE, help="Generated tokens per request"),
+    Field("n_batch", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+          help=f"--engine llama.cpp: its logical batch n_batch (llama-bench -b; default "
+               f"{LLAMA_CPP_N_BATCH:,}); the prompt runs in passes of min(n_batch, n_ubatch) "
+               f"tokens"),
+    Field("n_ubatch", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+          help=f"--engine llama.cpp: its physical batch n_ubatch (llama-bench -ub; ≤ n_batch; "
+               f"default {LLAMA_CPP_N_UBATCH}, clamped to n_batch)"),
+    Field("rate", "float", "serving", minimum=0, exclusive=True, unit="requests/s", modes=("generate",),
+          commands=("plan",), help="Requests per second the deployment must serve"),
+    Field("slo_ttft_ms", "float", "serving", minimum=0, exclusive=True, unit="ms", modes=("generate",),
+          commands=("plan",), aliases=("--slo-ttft",),
+          help="Time-to-first-token objective (a deployment meets it at the rate)"),
+    Field("slo_tpot_ms", "float", "serving", minimum=0, exclusive=True, unit="ms", modes=("generate",),
+          commands=("plan",), aliases=("--slo-tpot",),
+          help="Time-per-output-token objective"),
+    Field("max_batch", "int", "serving", minimum=1, unit="requests", modes=("generate",),
+          commands=("plan",),
+          help="Most requests a replica runs at once (default: the most that fit)"),
+    # ---------------------------------------------------------------------------- options
+    Field("predictor", "str", "options", modes=GRAPH,
+          commands=("predict", "fit", "cost", "rank", "mig", "power-limit"),
+          help=f"Which predictor answers: one of {', '.join(PREDICTOR_KINDS)} (the shipped "
+               f"model of that kind for the device, mode and precision) — or the directory of "
+               f"a predictor saved by perfcast train (default: your calibrated model or the "
+               f"shipped one; else crossdevice on a GPU; else the roofline)"),
+    Field("threads", "int", "options", minimum=1, maximum=4096, modes=GRAPH, commands=_P,
+          help="CPU threads the model runs with (CPU devices; default: this machine's cores)"),
+    Field("coverage", "float", "options", minimum=0, maximum=1, exclusive=True, default=0.9, modes=ALL,
+          commands=("predict", "fit", "mig"),
+          help="Coverage of the calibrated intervals (0.9 = 90 %)"),
+    Field("power_limit_w", "float", "options", minimum=0, exclusive=True, unit="W", modes=GRAPH,
+          commands=("predict", "cost", "rank"), aliases=("--power-limit",),
+          help="GPU power limit (default: its TDP): energy at that limit, and the time where "
+               "it binds"),
+    Field("store", "str", "options", modes=GRAPH, commands=_P,
+          help="Measurement store (SQLite file or SQLAlchemy URL): its measured values are "
+               "used where it has them"),
+    Field("runtime_overhead_mb", "float", "options", minimum=0, unit="MiB", modes=GRAPH,
+          commands=("predict", "fit", "mig"), aliases=("--overhead-mb",),
+          help="GPU memory beyond the live tensors added to simulated memory (default: the "
+               "median measured on real runs; 0 = tensors only)"),
+    Field("use_cache", "bool", "options", default=True, commands=_P,
+          help="Use the graph cache (false: rebuild the graph)"),
+    # ---------------------------------------------------------------------------- decisions
+    Field("devices", "list", "decision", default="all", commands=("rank",),
+          help="Devices to rank: comma-separated registry keys or spec files, or all"),
+    Field("objective", "str", "decision", default="time", choices=OBJECTIVES,
+          commands=("rank",), help="What to rank by: time per batch, USD or kWh of the job"),
+    Field("iterations", "int", "decision", minimum=1, unit="batches", commands=("cost", "rank"),
+          help="Batches (iterations) the job runs"),
+    Field("epochs", "float", "decision", minimum=0, exclusive=True, commands=("cost",),
+          help="Epochs over --dataset-size samples (instead of --iterations)"),
+    Field("dataset_size", "int", "decision", minimum=1, unit="samples", commands=("cost",),
+          help="Samples per epoch (with --epochs)"),
+    Field("requests", "int", "decision", minimum=1, unit="requests", modes=("generate",),
+          commands=("cost",), help="Requests to serve (--mode generate)"),
+    Field("provider", "str", "decision", choices=_providers,
+          commands=("cost", "rank", "plan"),
+          help="Cloud whose on-demand price to use (its latest-dated offer for the GPU; "
+               "default: the lowest provider's); prices: the public price table "
+               "($PERFCAST_DATA/prices/gpu_prices.csv; $PERFCAST_PRICES replaces it)"),
+    Field("price_per_hour", "float", "decision", minimum=0, unit="USD per GPU-hour",
+          commands=("cost", "rank", "plan"), help="Price of one GPU-hour (replaces the table's)"),
+    Field("region", "str", "decision", commands=("cost",),
+          help="Grid region of the carbon intensity (default: the world average)"),
+    Field("time_ms", "float", "decision", minimum=0, exclusive=True, unit="ms", modes=GRAPH, commands=("cost",),
+          help="Use this time per batch instead of predicting it"),
+    Field("power_w", "float", "decision", minimum=0, exclusive=True, unit="W", modes=GRAPH, commands=("cost",),
+          help="Use this mean power instead of predicting it"),
+    Field("pue", "float", "decision", minimum=1, default=1.0, commands=("cost",),
+          help="Data-centre power usage effectiveness (energy × PUE)"),
+    Field("margin", "float", "decision", minimum=0, default=0.1, commands=("fit", "mig"),
+          help="Safety margin on memory (0.1 = 10 %)"),
+    Field("risk", "str", "decision", default="safe", choices=RISKS, modes=GRAPH,
+          commands=("fit", "mig"),
+          help="Which predicted memory to plan with: safe = the interval's upper bound, "
+               "central = the point estimate, optimistic = the lower bound"),
+    Field("mig_profile", "str", "decision", modes=GRAPH, commands=("fit",),
+          help="Fit in this MIG slice (e.g. 3g.20gb)"),
+    Field("limit", "int", "decision", minimum=1, default=65536, commands=("fit",),
+          help="Largest batch searched"),
+    Field("latency_slo_ms", "float", "decision", minimum=0, exclusive=True, unit="ms", modes=GRAPH, commands=("mig",),
+          help="Also require time per batch on the slice ≤ this"),
+    Field("all_profiles", "bool", "decision", default=False, modes=GRAPH, commands=("mig",),
+          help="Choose among every profile, not only DIPPM's standard even partitions"),
+    Field("memory_mb", "float", "decision", minimum=0, exclusive=True, unit="MiB", modes=GRAPH, commands=("mig",),
+          help="Use this peak memory instead of predicting it"),
+    Field("eta", "float", "decision", minimum=0, maximum=1, default=0.5, modes=GRAPH, commands=("power-limit",),
+          help="Weight of energy against time (Zeus' η: 1 = energy only, 0 = time only)"),
+    Field("gpus", "int", "decision", minimum=1, unit="GPUs", commands=("plan",),
+          help="--mode train: GPUs to spread the training over; --mode generate: the most "
+               "GPUs"),
+    Field("top", "int", "decision", minimum=1, default=15, commands=("plan",),
+          help="Layouts in the answer"),
+)
+
+#: :data:`FIELDS` by name.
+BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+#: Other names accepted for a field (flag aliases as keywords, e.g. ``power_limit``).
+ALIASES: dict[str, str] = {a: f.name for f in FIELDS for a in f.http_aliases()}
+
+
+def fields_of(command: str) -> tuple[Field, ...]:
+    """The fields ``command`` takes, in :data:`FIELDS` order."""
+    return tuple(f for f in FIELDS if command in f.commands)
+
+
+def field(name: str) -> Field:
+    from perfcast.errors import PerfcastError
+
+    try:
+        return BY_NAME[ALIASES.get(name, name)]
+    except KeyError:
+        raise PerfcastError(f"unknown option {name!r}") from None
+
+
+__all__ = ["ALIASES", "ALL", "BY_NAME", "COMMANDS", "FIELDS", "GROUPS", "Field", "field",
+           "fields_of"]

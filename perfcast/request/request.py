@@ -1,0 +1,206 @@
+"""One request for every command, mode and surface: parsed and validated in one place.
+
+:meth:`Request.of` takes a command's options by their names in :data:`~perfcast.request.fields.
+FIELDS` (the keywords of the Python API, the keys of an HTTP body, what the CLI passes on) and
+returns the request tree — ``workload`` (the :class:`~perfcast.workload.Workload`, which holds
+the model, batch, shapes, precision, its :class:`~perfcast.workload.Layout` and the serving
+fields), ``device``, ``options`` (how perfcast answers) and ``decision`` (the command's own
+knobs) — after :meth:`Request.validate`, the one place an option is checked: a known name taken
+by the command, of its kind and among its choices, applying to the request's mode, and the
+workload's own rules (:meth:`~perfcast.workload.Workload.validate`). :meth:`Request.replace`
+derives a variant (another batch, device, mode …), validated the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfcast.errors import PerfcastError
+from perfcast.request.fields import ALIASES, BY_NAME, FIELDS, Field, fields_of
+from perfcast.workload import LAYOUT_KEYWORDS, MAX_SIZE, Workload
+
+#: Fields whose value lives in the :class:`~perfcast.workload.Workload` (its layout keywords and
+#: serving fields included); the rest are options or the decision's own.
+WORKLOAD_FIELDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
+                   "tf32", "engine", "input_len", "output_len", "n_batch", "n_ubatch",
+                   *LAYOUT_KEYWORDS)
+#: The options of how perfcast answers (:class:`Options`).
+OPTION_FIELDS = ("predictor", "threads", "coverage", "power_limit_w", "store",
+                 "runtime_overhead_mb", "use_cache", "cluster")
+#: Per command, defaults that differ from the field's own (a decision's natural mode).
+COMMAND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "fit": {"mode": "train"}, "cost": {"mode": "train"}, "plan": {"mode": "train"},
+    "mig": {"device": "a100-40gb"},
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How perfcast answers: ``predictor`` (a registry kind or a saved predictor's directory;
+    ``None`` = the route decides), ``threads`` (CPU devices), ``coverage`` of the intervals,
+    ``power_limit_w``, ``store`` (measured values first), ``runtime_overhead_mb``, ``use_cache``
+    and the ``cluster`` of a layout over GPUs."""
+
+    predictor: str | None = None
+    threads: int | None = None
+    coverage: float = 0.9
+    power_limit_w: float | None = None
+    store: str | None = None
+    runtime_overhead_mb: float | None = None
+    use_cache: bool = True
+    cluster: Any = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """A parsed, validated request (module docstring). ``given``: the names the user set (the
+    rest are defaults); ``command``: whose options these are."""
+
+    command: str
+    model: Any
+    workload: Workload | None
+    device: Any
+    options: Options
+    decision: dict[str, Any] = field(default_factory=dict, compare=False)
+    given: frozenset[str] = frozenset()
+    #: every field's value (given or default), by name
+    values: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    # ------------------------------------------------------------------------------ building
+    @classmethod
+    def of(cls, command: str, values: dict[str, Any] | None = None, **kw: Any) -> Request:
+        """Parse ``command``'s options (``values`` and keywords, by field name or alias) into a
+        request and :meth:`validate` it. ``model`` may be an ``nn.Module`` or another
+        framework's model object (Python API); ``example_inputs`` go with it."""
+        raw = {**(values or {}), **kw}
+        example = raw.pop("example_inputs", None)
+        raw = {ALIASES.get(k, k): v for k, v in raw.items()}
+        taken = {f.name: f for f in fields_of(command)}
+        unknown = sorted(k for k in raw if k not in BY_NAME)
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], list(taken), n=1)
+            raise PerfcastError(f"unknown option {unknown[0]!r} for perfcast {command}"
+                                + (f" — did you mean {near[0]!r}?" if near else "")
+                                + f" (options: {', '.join(sorted(taken))})")
+        foreign = sorted(k for k, v in raw.items() if k not in taken and v is not None
+                         and v != BY_NAME[k].default)
+        if foreign:
+            f = BY_NAME[foreign[0]]
+            takers = [c for c in f.commands]
+            raise PerfcastError(f"perfcast {command} takes no {f.flag}"
+                                + (f" ({f.flag} is an option of perfcast "
+                                   f"{', '.join(takers)})" if takers else ""))
+        given = frozenset(k for k, v in raw.items() if v is not None)
+        values = {**{n: f.default for n, f in taken.items()},
+                  **COMMAND_DEFAULTS.get(command, {}),
+                  **{k: v for k, v in raw.items() if v is not None}}
+        return cls._build(command, values, given, example)
+
+    @classmethod
+    def _build(cls, command: str, values: dict[str, Any], given: frozenset[str],
+               example: Any) -> Request:
+        for name, v in values.items():
+            _check_value(BY_NAME[name], v)
+        mode = values.get("mode", "infer")
+        for name in sorted(given):
+            f = BY_NAME[name]
+            if not f.applies(mode) and values.get(name) != f.default:
+                raise PerfcastError(f"{f.flag} does not apply to --mode {mode} (it applies to "
+                                    f"--mode {' / '.join(f.modes)})")
+        model = values.get("model")
+        wl = None
+        if model is not None:
+            wk = {k: values[k] for k in WORKLOAD_FIELDS if k in values}
+            if "precision" not in given:
+                wk["precision"] = None if mode != "generate" else "fp16"
+            wl = Workload.of(model, example_inputs=example, **wk)
+        opts = Options(**{k: values[k] for k in OPTION_FIELDS if k in values})
+        decision = {k: v for k, v in values.items()
+                    if k not in WORKLOAD_FIELDS and k not in OPTION_FIELDS
+                    and k not in ("model", "device")}
+        return cls(command=command, model=model, workload=wl, device=values.get("device"),
+                   options=opts, decision=decision, given=given, values=dict(values))
+
+    def replace(self, **changes: Any) -> Request:
+        """A validated copy with ``changes`` (field names; ``batch_size``, ``device``, ``mode``
+        …). A change to the mode keeps only the given options that apply to the new one."""
+        changes = {ALIASES.get(k, k): v for k, v in changes.items()}
+        values = {**self.values, **changes}
+        given = (self.given | {k for k, v in changes.items() if v is not None}) - \
+            {k for k, v in changes.items() if v is None}
+        if "mode" in changes:
+            mode = changes["mode"]
+            given = frozenset(g for g in given if BY_NAME[g].applies(mode))
+            values = {k: (v if k in given or k == "mode" else BY_NAME[k].default)
+                      for k, v in values.items()}
+        cmd = changes.pop("command", None) or self.command
+        example = self.workload.model.example_inputs if self.workload is not None else None
+        return type(self)._build(cmd, values, frozenset(given), example)
+
+    # ------------------------------------------------------------------------------ reading
+    @property
+    def mode(self) -> str:
+        return self.workload.mode if self.workload is not None else \
+            self.values.get("mode", "infer")
+
+    @property
+    def layout(self):
+        return self.workload.layout if self.workload is not None else None
+
+    def value(self, name: str) -> Any:
+        """The value of field ``name`` (its default when not given)."""
+        name = ALIASES.get(name, name)
+        return self.values.get(name, BY_NAME[name].default)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The given options by field name (what an HTTP body or a CLI call would carry)."""
+        out = {k: self.values[k] for k in sorted(self.given) if k in self.values}
+        if "model" in out and not isinstance(out["model"], str):
+            out["model"] = self.workload.spec if self.workload is not None else None
+        return out
+
+
+def _check_value(f: Field, v: Any) -> None:
+    """A field's value on its own: its kind, its choices, a positive size or count."""
+    if v is None:
+        return
+    flag = f.flag
+    if f.kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise PerfcastError(f"{flag} must be an integer, got {v!r}")
+        if abs(v) > MAX_SIZE:
+            raise PerfcastError(f"{flag} must be ≤ {MAX_SIZE:,}, got {v:,}")
+    elif f.kind == "float":
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise PerfcastError(f"{flag} must be a number, got {v!r}")
+    elif f.kind == "bool":
+        if not isinstance(v, bool):
+            raise PerfcastError(f"{flag} must be true or false, got {v!r}")
+    if f.kind in ("int", "float") and (f.minimum is not None or f.maximum is not None):
+        lo, hi = f.minimum, f.maximum
+        low_bad = lo is not None and (v <= lo if f.exclusive and hi is None else v < lo)
+        high_bad = hi is not None and (v >= hi if f.exclusive else v > hi)
+        if f.exclusive and lo is not None and hi is not None:
+            low_bad = v <= lo
+        if low_bad or high_bad:
+            if lo is not None and hi is not None:
+                what = (f"between {lo:g} and {hi:g} (exclusive)" if f.exclusive
+                        else f"in {lo:g}..{hi:g}")
+            elif lo is not None:
+                what = ("positive" if lo == 0 and f.exclusive else
+                        f"≥ {lo:g}" if not f.exclusive else f"> {lo:g}")
+            else:
+                what = f"≤ {hi:g}"
+            raise PerfcastError(f"{flag} must be {what}"
+                                + (f" ({f.unit})" if f.unit else "") + f", got {v!r}")
+    allowed = f.allowed() if f.name not in ("precision", "model") else None
+    if allowed and f.kind != "list" and v not in allowed:
+        from perfcast.errors import unknown_choice
+
+        raise unknown_choice(flag.lstrip("-").replace("-", " "), v, allowed)
+
+
+__all__ = ["COMMAND_DEFAULTS", "OPTION_FIELDS", "Options", "Request", "WORKLOAD_FIELDS"]
