@@ -5,18 +5,18 @@ process instead of paying a cold start per question: the shipped predictors stay
 (:func:`perfcast.training.shipped.load_entry` keeps them) and graphs come from the graph cache
 (built once, on the first request that needs them).
 
-Endpoints — each one the Python API function the matching command calls, with the command's
-options as JSON keys (``batch_size``, ``input_size`` …, see ``/docs``):
+Endpoints — each the command's answer (:func:`perfcast.decisions.answer.answer`, what the
+command line calls), its body generated from the request schema: the command's options by
+their names (``batch_size``, ``input_size`` …; see ``/docs``):
 
 ==================  ===========================================================================
-``POST /predict``   :func:`perfcast.predict` — the JSON of ``perfcast predict --json``
-``POST /fit``       :func:`perfcast.max_batch_size` — ``perfcast fit --json``
-``POST /rank``      :func:`perfcast.rank` — ``perfcast rank --json``
-``POST /cost``      :func:`perfcast.estimate_cost` (``mode: generate``:
-                    :func:`~perfcast.decisions.cost.estimate_generation_cost`) — ``perfcast
-                    cost --json``
-``POST /plan``      :func:`perfcast.plan` — ``perfcast plan --json`` (layouts of a training
-                    step over ``gpus`` GPUs)
+``POST /predict``   ``perfcast predict --json`` — every mode and layout
+``POST /fit``       ``perfcast fit --json``
+``POST /rank``      ``perfcast rank --json``
+``POST /cost``      ``perfcast cost --json``
+``POST /plan``      ``perfcast plan --json``
+``POST /mig``       ``perfcast mig --json``
+``POST /power-limit`` ``perfcast power-limit --json``
 ``GET /devices``    :func:`perfcast.devices.list_devices` — ``perfcast devices --json``
 ``GET /healthz``    liveness and counters
 ``GET /docs``       the OpenAPI page (``/openapi.json``: the schema)
@@ -162,219 +162,54 @@ class Stats:
                     "rejected_busy": self.rejected}
 
 
-def _models():
-    """The request bodies (pydantic): the command's options, by the API's keyword names.
-    Unknown keys are refused; values are checked where the command checks them (workload.py,
-    the decisions), so that the error texts are the command's."""
-    from pydantic import BaseModel, ConfigDict, Field
-
-    InputSize = str | list[int] | None
-
-    class Common(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        model: str = Field(..., description="Model spec, as on the command line: timm:resnet50, "
-                                            "torchvision:<name>, hf:<id|config.json>, "
-                                            "path/model.onnx, module.path:callable")
-        batch_size: int | None = None
-        input_size: InputSize = Field(None, description="C,H,W (a string or a list)")
-        seq_len: int | None = None
-        mode: str = "infer"
-        precision: str | None = None
-        optimizer: str = "sgd-momentum"
-
-    class PredictRequest(Common):
-        device: str
-        predictor: str | None = None
-        threads: int | None = None
-        coverage: float = 0.9
-        power_limit_w: float | None = Field(None, description="--power-limit (W)")
-        input_len: int | None = None
-        output_len: int | None = None
-        engine: str | None = None
-        n_batch: int | None = Field(None, description="--n-batch: llama.cpp's logical batch "
-                                                      "(tokens; --engine llama.cpp)")
-        n_ubatch: int | None = Field(None, description="--n-ubatch: llama.cpp's physical "
-                                                       "batch (tokens; ≤ n_batch)")
-        tensor_parallel: int | None = None
-        tf32: str | None = None
-        use_cache: bool = True
-        # a training step over several GPUs (perfcast predict --data-parallel …)
-        data_parallel: int | None = None
-        pipeline_parallel: int | None = None
-        micro_batch_size: int | None = None
-        recompute: str | None = None
-        zero: int | None = None
-        schedule: str | None = None
-        flash_attention: str | None = Field(None, description="--flash-attention: auto, on "
-                                                              "or off")
-        cluster: str | None = Field(None, description="--cluster: a cluster JSON file")
-
-    class FitRequest(Common):
-        device: str
-        mode: str = "train"
-        predictor: str | None = None
-        margin: float = 0.1
-        mig_profile: str | None = None
-        overhead_mb: float | None = None
-        limit: int = 65536
-        risk: str = "safe"
-        coverage: float = 0.9
-
-    class RankRequest(Common):
-        devices: str | list[str] = "all"
-        objective: str = "time"
-        iterations: int = 1000
-        provider: str | None = None
-
-    class CostRequest(Common):
-        model: str | None = None  # type: ignore[assignment]  (optional with time_ms)
-        device: str
-        mode: str = "train"
-        iterations: int | None = None
-        epochs: int | None = None
-        dataset_size: int | None = None
-        predictor: str | None = None
-        provider: str | None = None
-        price_per_hour: float | None = None
-        region: str | None = None
-        time_ms: float | None = None
-        power_w: float | None = None
-        pue: float = 1.0
-        requests: int | None = Field(None, description="mode generate: requests to serve")
-        input_len: int | None = None
-        output_len: int | None = None
-        engine: str | None = None
-        n_batch: int | None = Field(None, description="--n-batch: llama.cpp's logical batch "
-                                                      "(tokens; --engine llama.cpp)")
-        n_ubatch: int | None = Field(None, description="--n-ubatch: llama.cpp's physical "
-                                                       "batch (tokens; ≤ n_batch)")
-        tensor_parallel: int | None = None
-
-    class PlanRequest(Common):
-        gpus: int | None = Field(None, description="--mode train: GPUs to spread the training "
-                                                   "over; --mode generate: the most GPUs")
-        device: str
-        mode: str = "train"
-        # --mode generate: the serving deployments meeting the SLOs at a request rate
-        rate: float | None = Field(None, description="requests per second (--mode generate)")
-        input_len: int | None = None
-        output_len: int | None = None
-        slo_ttft_ms: float | None = Field(None, description="--slo-ttft (ms)")
-        slo_tpot_ms: float | None = Field(None, description="--slo-tpot (ms)")
-        engine: str | None = None
-        n_batch: int | None = Field(None, description="--n-batch: llama.cpp's logical batch "
-                                                      "(tokens; --engine llama.cpp)")
-        n_ubatch: int | None = Field(None, description="--n-ubatch: llama.cpp's physical "
-                                                       "batch (tokens; ≤ n_batch)")
-        max_batch: int | None = None
-        price_per_hour: float | None = None
-        provider: str | None = None
-        cluster: str | None = None
-        data_parallel: int | None = None
-        tensor_parallel: int | None = None
-        pipeline_parallel: int | None = None
-        micro_batch_size: int | None = None
-        recompute: str | None = None
-        zero: str | list[int] | int | None = Field(None, description="ZeRO stages: 0,1 or [0, 1]")
-        schedule: str = "1f1b"
-        flash_attention: str = Field("auto", description="--flash-attention: auto, on or off")
-        top: int = Field(15, description="layouts in the answer (--top)")
-
-    return PredictRequest, FitRequest, RankRequest, CostRequest, PlanRequest
+#: The routes of the commands (``POST /<route>``), each answering as ``perfcast <command>
+#: --json``.
+ROUTES = {"predict": "predict", "fit": "fit", "rank": "rank", "cost": "cost", "plan": "plan",
+          "mig": "mig", "power-limit": "power-limit"}
+#: JSON types of the schema's kinds (an input size may be a list, a device list too).
+_JSON_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "list": str | list[str]}
 
 
-def _given(body, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The request's keywords for the API function: list input sizes as tuples, unset optional
-    keys left out (the function's defaults apply, as for an option not given)."""
+def body_model(command: str):
+    """The request body of ``command`` (pydantic), generated from the request schema
+    (:func:`perfcast.request.fields.fields_of`): every field by its name, its help as the
+    description, its flag aliases accepted as keys; unknown keys are refused. Values are
+    checked by :meth:`perfcast.request.Request.of` — the command's checks and messages."""
+    from pydantic import AliasChoices, ConfigDict, Field, create_model
+
+    from perfcast.request.fields import fields_of
+
+    spec = {}
+    for f in fields_of(command):
+        typ = _JSON_TYPES[f.kind]
+        if f.name == "input_size":
+            typ = str | list[int]
+        required = command in f.required
+        alias = AliasChoices(f.name, *f.http_aliases()) if f.http_aliases() else None
+        spec[f.name] = (typ if required else typ | None,
+                        Field(... if required else None, description=f.describe(command),
+                              validation_alias=alias))
+    name = "".join(p.title() for p in command.split("-")) + "Request"
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **spec)
+
+
+def _given(body) -> dict[str, Any]:
+    """The request's keys that were set (the unset ones take the schema's defaults, as an
+    option not given); an input size given as a list becomes a tuple."""
     d = body.model_dump(exclude_unset=True)
-    for k in drop:
-        d.pop(k, None)
     if isinstance(d.get("input_size"), list):
         d["input_size"] = tuple(d["input_size"])
     return d
 
 
 # ------------------------------------------------------------------------------ the handlers
-def do_predict(d: dict[str, Any]) -> dict[str, Any]:
-    """``perfcast predict --json``: :func:`perfcast.predict` (the graph built in this process,
-    no forked simulation: the server is threaded)."""
-    from perfcast.api import predict
+def do_command(command: str, d: dict[str, Any]) -> dict[str, Any]:
+    """``perfcast <command> --json``: :func:`perfcast.decisions.answer.answer` (the graph built
+    in this process, no forked simulation: the server is threaded)."""
+    from perfcast.decisions.answer import answer
 
-    model = d.pop("model")
-    return predict(model, **d).to_dict()
-
-
-def do_fit(d: dict[str, Any]) -> dict[str, Any]:
-    from perfcast.decisions.fit import max_batch_size
-
-    if d.get("mode") == "generate":
-        raise PerfcastError("/fit answers infer and train; for --mode generate use the "
-                            "command (perfcast fit --mode generate)")
-    model = d.pop("model")
-    return max_batch_size(model, **d).to_dict()
-
-
-def do_rank(d: dict[str, Any]) -> dict[str, Any]:
-    from perfcast.decisions.rank import rank
-
-    model = d.pop("model")
-    return rank(model, **d).to_dict()
-
-
-def do_cost(d: dict[str, Any]) -> dict[str, Any]:
-    """``perfcast cost --json``: the generation cost for ``mode: generate``, else the job's."""
-    from perfcast.decisions.cost import estimate_cost, estimate_generation_cost
-
-    gen_keys = ("requests", "input_len", "output_len", "engine", "tensor_parallel", "n_batch",
-                "n_ubatch")
-    if d.get("mode") == "generate":
-        bad = [k for k in ("iterations", "epochs", "dataset_size", "time_ms", "power_w",
-                           "input_size", "seq_len", "predictor", "optimizer") if k in d]
-        if bad:
-            raise PerfcastError(f"{', '.join(bad)} do not apply to cost --mode generate (use "
-                                f"requests, input_len, output_len)")
-        for k in ("requests", "input_len", "output_len"):
-            if d.get(k) is None:
-                raise PerfcastError(f"cost --mode generate needs {k}")
-        if d.get("model") is None:
-            raise PerfcastError("cost --mode generate needs a model (hf:ID)")
-        d.pop("mode")
-        from perfcast.api import as_workload
-
-        # the request as one Workload (as perfcast cost does): llama.cpp's n_batch / n_ubatch
-        # travel in it
-        w = as_workload(d.pop("model"), mode="generate", precision=d.pop("precision", None),
-                        **{k: d.pop(k) for k in ("batch_size", "input_len", "output_len",
-                                                 "engine", "tensor_parallel", "n_batch",
-                                                 "n_ubatch") if k in d})
-        return estimate_generation_cost(w, **d).to_dict()
-    given = [k for k in gen_keys if d.get(k) is not None]
-    if given:
-        raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
-    return estimate_cost(d.pop("model", None), **d).to_dict()
-
-
-def do_plan(d: dict[str, Any]) -> dict[str, Any]:
-    """``perfcast plan --json``: :func:`perfcast.plan`, ``top`` layouts."""
-    from perfcast.decisions.plan import plan
-
-    top = d.pop("top", 15)
-    if top < 1:
-        raise PerfcastError(f"--top must be ≥ 1, got {top}")
-    if d.get("input_size") is not None:
-        raise PerfcastError("perfcast plan takes no input_size (--seq-len for text models)")
-    d.pop("input_size", None)
-    zero = d.get("zero")
-    if isinstance(zero, str):  # "0,1" as on the command line (its message when it is not)
-        try:
-            d["zero"] = tuple(int(x) for x in zero.replace(",", " ").split())
-        except ValueError:
-            raise PerfcastError(f"bad list {zero!r}: use comma-separated values like "
-                                f"1,4,8") from None
-    elif isinstance(zero, list):
-        d["zero"] = tuple(zero)
-    model = d.pop("model")
-    return plan(model, **d).to_dict(top=top)
+    r = answer(command, d)
+    return r.to_dict(top=d.get("top") or 15) if command == "plan" else r.to_dict()
 
 
 def do_devices() -> list[dict[str, Any]]:
@@ -399,7 +234,6 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
     if max_concurrency < 1 or max_queue < 0 or max_body < 1:
         raise PerfcastError("perfcast serve: --max-concurrency and --max-body must be ≥ 1, "
                             "--max-queue ≥ 0")
-    PredictRequest, FitRequest, RankRequest, CostRequest, PlanRequest = _models()
     stats = Stats()
     limiter: list = []  # anyio.CapacityLimiter, made in the server's event loop
 
@@ -444,28 +278,18 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
             stats.errors += 1
         return _error(_one_line_validation(exc.errors()), 2, 422)
 
-    @app.post("/predict", summary="perfcast predict --json")
-    async def predict(body: PredictRequest):
-        return await run(do_predict, _given(body))
+    def route(command: str):
+        Body = body_model(command)
 
-    @app.post("/fit", summary="perfcast fit --json")
-    async def fit(body: FitRequest):
-        return await run(do_fit, _given(body))
+        async def handler(body: Body):  # type: ignore[valid-type]
+            return await run(do_command, command, _given(body))
 
-    @app.post("/rank", summary="perfcast rank --json")
-    async def rank(body: RankRequest):
-        d = _given(body)
-        if isinstance(d.get("devices"), list):
-            d["devices"] = ",".join(d["devices"])
-        return await run(do_rank, d)
+        handler.__name__ = command.replace("-", "_")
+        app.post(f"/{ROUTES[command]}", summary=f"perfcast {command} --json",
+                 name=command)(handler)
 
-    @app.post("/cost", summary="perfcast cost --json")
-    async def cost(body: CostRequest):
-        return await run(do_cost, _given(body))
-
-    @app.post("/plan", summary="perfcast plan --json")
-    async def plan(body: PlanRequest):
-        return await run(do_plan, _given(body))
+    for command in ROUTES:
+        route(command)
 
     @app.get("/devices", summary="perfcast devices --json")
     async def devices():
@@ -515,7 +339,7 @@ def warm_up() -> list[str]:
     """Load what every request reads: the device registry, the shipped manifest and the
     default shipped predictors (each loaded once per process and kept). Returns their ids."""
     from perfcast.devices import list_devices
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     list_devices()
     loaded = []
@@ -591,6 +415,8 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
     config = uvicorn.Config(app, log_level="warning", access_log=access_log,
                             timeout_graceful_shutdown=graceful_s, lifespan="off",
                             limit_concurrency=None)
+    if access_log:  # one line per request: uvicorn's access log is at INFO
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = _server_class()(config)
     server.signals = []
     if on_ready is not None:

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("jsonout", "answers as strict JSON (--json, perfcast serve)"),
     ("paths", "where perfcast reads and writes (env overrides)"),
     ("distributed", "the optional Ray backend: join or start a cluster, results as tasks end"),
+    ("choices", "the allowed values of the commands' own options (objectives, risks, recipes …)"),
     ("ops", "the canonical operator vocabulary"),
     ("graph", "ModelGraph: nodes, edges, npz+JSON file"),
     ("workload", "Workload / ModelSpec: a request, parsed and validated once"),

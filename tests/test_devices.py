@@ -17,7 +17,7 @@ from perfcast.devices import (
     register_device,
     unregister_device,
 )
-from perfcast.devices import registry as reg
+from perfcast.devices import detect, registry as reg
 from perfcast.errors import PerfcastError
 
 GPU_KEYS = [
@@ -188,7 +188,7 @@ def test_local_cpu_detected():
 
 
 def test_local_cpu_without_proc_or_sys(tmp_path):
-    cpu = reg._detect_cpu(proc_root=tmp_path / "proc", sys_root=tmp_path / "sys")
+    cpu = detect._detect_cpu(proc_root=tmp_path / "proc", sys_root=tmp_path / "sys")
     assert cpu.detected and cpu.key == "cpu"
     assert cpu.name
     assert cpu.l2_mb is None
@@ -212,7 +212,7 @@ def test_local_cpu_from_fake_files(tmp_path):
         d.mkdir(parents=True)
         (d / "level").write_text(f"{level}\n")
         (d / "size").write_text(f"{size}\n")
-    cpu = reg._detect_cpu(proc_root=proc, sys_root=sysfs)
+    cpu = detect._detect_cpu(proc_root=proc, sys_root=sysfs)
     assert cpu.name == "Fake Xeon" and cpu.vendor == "Intel"
     assert cpu.l2_mb == pytest.approx(30.0)
     assert cpu.peak_fp32_tflops == pytest.approx(cpu.cores * 3.0 * 32 / 1000, rel=1e-3)

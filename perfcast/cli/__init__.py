@@ -4,8 +4,9 @@ exit codes) and :func:`_entry` (the console script).
 The commands live in one sub-app per audience, merged into the root (no group prefix:
 ``perfcast predict``, ``perfcast collect``) and grouped by help panel in ``perfcast --help``:
 
-* :mod:`perfcast.cli.predict` — Predict & decide: predict, mig, fit, cost, rank, memory, devices;
-  :mod:`perfcast.cli.energy` — power-limit;
+* :mod:`perfcast.cli.commands` — Predict & decide: one module per command (predict, mig, fit,
+  cost, rank, plan, memory, devices, power-limit), its options generated from the request
+  schema (:mod:`perfcast.cli.options`), its answer from :func:`perfcast.decisions.answer.answer`;
 * :mod:`perfcast.cli.data` — Data & measurement: inspect, collect, corpus;
 * :mod:`perfcast.cli.present` — Predict & decide, for people: report (HTML page), ui (web page);
 * :mod:`perfcast.cli.research` — Research: train, evaluate, pretrain;
@@ -24,7 +25,8 @@ import sys
 
 import typer
 
-from perfcast.cli import data, energy, predict, present, research
+from perfcast.cli import data, present, research
+from perfcast.cli.commands import cost, devices, fit, memory, mig, plan, power_limit, predict, rank
 from perfcast.cli._common import err, out
 from perfcast.errors import PerfcastError
 
@@ -37,7 +39,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                          "could not be traced · 130 interrupted.")
 # add_typer without a name merges the sub-app's commands into the root (typer.main
 # get_group_from_info); each command carries its audience's rich_help_panel.
-for _sub in (predict.app, energy.app, present.app, data.app, research.app):
+for _sub in (predict.app, mig.app, fit.app, cost.app, rank.app, plan.app, memory.app,
+             devices.app, power_limit.app, present.app, data.app, research.app):
     app.add_typer(_sub)
 
 

@@ -79,6 +79,8 @@ class Field:
     exclusive: bool = False
     #: per command, a help text or default that differs from the field's own
     overrides: dict = field(default_factory=dict, compare=False, hash=False)
+    #: commands that cannot answer without it
+    required: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -96,12 +98,34 @@ class Field:
     def default_for(self, command: str | None = None) -> Any:
         return self.overrides.get(command, {}).get("default", self.default)
 
+    def describe(self, command: str | None = None) -> str:
+        """The help every surface shows: the sentence, unit, choices, default and modes."""
+        text = self.help_for(command).rstrip(".")
+        extra = []
+        if self.unit and not self.argument:
+            extra.append(self.unit)
+        allowed = self.allowed() if self.name != "precision" else None
+        if allowed and self.name != "device":
+            extra.append(f"one of {_or(allowed)}")
+        default = self.default_for(command)
+        if default is not None and self.kind != "bool" and not self.argument:
+            extra.append(f"default {default}")
+        if self.modes != ALL and not self.argument:
+            extra.append(f"--mode {' / '.join(self.modes)}")
+        return text + (f" ({'; '.join(extra)})" if extra else "") + "."
+
     def applies(self, mode: str | None) -> bool:
         return mode is None or mode in self.modes
 
     def http_aliases(self) -> tuple[str, ...]:
         """Other keys a request body may use for it (its flag aliases as keywords)."""
         return tuple(a.lstrip("-").replace("-", "_") for a in self.aliases if a.startswith("--"))
+
+
+def _or(values) -> str:
+    """``a, b or c``."""
+    values = [str(v) for v in values]
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]
 
 
 def _devices() -> tuple[str, ...]:
@@ -131,33 +155,35 @@ _GRAPH_CMDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
 
 FIELDS: tuple[Field, ...] = (
     # ---------------------------------------------------------------------------- workload
-    Field("model", "str", "workload", argument=True, commands=_DECIDE,
+    Field("model", "str", "workload", argument=True, commands=_DECIDE + ("memory",),
+          required=("predict", "fit", "rank", "power-limit", "plan"),
           help="timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
                "path/to/model.onnx or module.path:callable"),
     Field("device", "str", "workload", short="-d", unit=None,
           commands=("predict", "fit", "cost", "mig", "power-limit", "plan"),
+          required=("predict", "fit", "cost", "power-limit", "plan"),
           help="Device: a registry key (perfcast devices lists them) or the JSON spec file of "
                "a GPU"),
-    Field("batch_size", "int", "workload", short="-b", unit="samples", commands=_DECIDE,
+    Field("batch_size", "int", "workload", short="-b", unit="samples", commands=_DECIDE + ("memory",),
           help="Samples per batch (default: 1, or 32 for a predicted training step; an ONNX "
                "file's own batch); --mode generate: concurrent requests, in every engine; "
                "with a layout: the global batch"),
-    Field("input_size", "str", "workload", modes=GRAPH, commands=_GRAPH_CMDS,
+    Field("input_size", "str", "workload", modes=GRAPH, commands=_GRAPH_CMDS + ("memory",),
           help="Per-sample input shape C,H,W (vision models; one number: a 1-d shape)"),
-    Field("seq_len", "int", "workload", unit="tokens", modes=GRAPH, commands=_GRAPH_CMDS,
+    Field("seq_len", "int", "workload", unit="tokens", modes=GRAPH, commands=_GRAPH_CMDS + ("memory",),
           help="Sequence length in tokens (text models, hf:)"),
-    Field("mode", "str", "workload", default="infer", choices=ALL, commands=_DECIDE,
+    Field("mode", "str", "workload", default="infer", choices=ALL, commands=_DECIDE + ("memory",),
           help="What runs: infer (one forward pass), train (one training step: forward, loss, "
                "backward, optimizer) or generate (an LLM serving a batch of requests, hf: "
                "models)"),
     Field("precision", "str", "workload",
           choices=tuple(dict.fromkeys((*PRECISIONS, *GENERATE_PRECISIONS))),
-          commands=_DECIDE,
+          commands=_DECIDE + ("memory",),
           help="fp32, amp, fp16 or bf16 (amp: float16 autocast; default: the precision "
                "measured on that device and mode, else fp32); --mode generate: fp16, bf16, "
                "fp32, int8 / int4 (weight-only) or a llama.cpp GGUF format (default fp16)"),
     Field("optimizer", "str", "workload", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS,
-          modes=("train",), commands=_GRAPH_CMDS,
+          modes=("train",), commands=_GRAPH_CMDS + ("memory",),
           help="Training optimizer (none: forward + backward, no optimizer step)"),
     Field("tf32", "str", "workload", default="default", choices=TF32_MODES, modes=GRAPH,
           commands=("predict", "fit", "cost", "rank", "plan"),
@@ -228,7 +254,7 @@ FIELDS: tuple[Field, ...] = (
     # ---------------------------------------------------------------------------- options
     Field("predictor", "str", "options", modes=GRAPH,
           commands=("predict", "fit", "cost", "rank", "mig", "power-limit"),
-          help=f"Which predictor answers: one of {', '.join(PREDICTOR_KINDS)} (the shipped "
+          help=f"Which predictor answers: one of {_or(PREDICTOR_KINDS)} (the shipped "
                f"model of that kind for the device, mode and precision) — or the directory of "
                f"a predictor saved by perfcast train (default: your calibrated model or the "
                f"shipped one; else crossdevice on a GPU; else the roofline)"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.request.fields import ALIASES, BY_NAME, FIELDS, Field, fields_of
+from perfcast.request.fields import ALIASES, BY_NAME, Field, fields_of
 from perfcast.workload import LAYOUT_KEYWORDS, MAX_SIZE, Workload
 
 #: Fields whose value lives in the :class:`~perfcast.workload.Workload` (its layout keywords and
@@ -34,6 +34,7 @@ OPTION_FIELDS = ("predictor", "threads", "coverage", "power_limit_w", "store",
 COMMAND_DEFAULTS: dict[str, dict[str, Any]] = {
     "fit": {"mode": "train"}, "cost": {"mode": "train"}, "plan": {"mode": "train"},
     "mig": {"device": "a100-40gb"},
+    "memory": {"mode": "train", "batch_size": 1},
 }
 
 
@@ -94,6 +95,10 @@ class Request:
                                 + (f" ({f.flag} is an option of perfcast "
                                    f"{', '.join(takers)})" if takers else ""))
         given = frozenset(k for k, v in raw.items() if v is not None)
+        for name, f in taken.items():
+            if command in f.required and name not in given:
+                raise PerfcastError(f"perfcast {command} needs "
+                                    + ("a model (MODEL)" if f.argument else f"{f.flag}"))
         values = {**{n: f.default for n, f in taken.items()},
                   **COMMAND_DEFAULTS.get(command, {}),
                   **{k: v for k, v in raw.items() if v is not None}}

@@ -1,70 +1,37 @@
-"""``perfcast power-limit`` (Predict & decide): the GPU power limit minimising Zeus's cost
-``η·energy + (1 − η)·max power·time`` (:mod:`perfcast.decisions.power_limit`)."""
+"""``perfcast power-limit``: the GPU power limit minimising Zeus's cost ``η·energy + (1 −
+η)·max power·time`` (options from the request schema, answer from
+:func:`perfcast.decisions.answer.answer`)."""
 
 from __future__ import annotations
-
-from typing import Annotated
 
 import typer
 from rich import box
 from rich.table import Table
 
-from perfcast.cli._common import (
-    PANEL_PREDICT,
-    BatchSize,
-    Device,
-    GraphMode,
-    GraphPrecision,
-    InputSize,
-    Json,
-    Model,
-    Optimizer,
-    Predictor,
-    SeqLen,
-    check_choice,
-    examples,
-    out,
-    print_json,
-    print_notes,
-)
-from perfcast.paths import check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER, GRAPH_MODES
+from perfcast.cli._common import PANEL_PREDICT, examples, out, print_json, print_notes
+from perfcast.cli.options import JSON, command, own_option
 
 app = typer.Typer()
+PNG = own_option("png", str | None, None, "--png",
+                 help="Also write the plot (time, energy and cost against the limit) here.")
 
 
 @app.command("power-limit", rich_help_panel=PANEL_PREDICT, epilog=examples(
     "perfcast power-limit timm:resnet50 --device v100-32gb --mode train --batch-size 64",
     "perfcast power-limit timm:resnet50 --device a40 --eta 0.8 --png power-limit.png --json"))
-def power_limit(
-    model: Model,
-    device: Device,
-    eta: Annotated[float, typer.Option(
-        "--eta", help="Weight of energy in the cost (0: time only, 1: energy only).")] = 0.5,
-    batch_size: BatchSize = None,
-    mode: GraphMode = "train",
-    precision: GraphPrecision = None,
-    input_size: InputSize = None,
-    seq_len: SeqLen = None,
-    optimizer: Optimizer = DEFAULT_OPTIMIZER,
-    predictor: Predictor = None,
-    png: Annotated[str | None, typer.Option(
-        "--png", help="Also write the plot (time, energy and cost against the limit) here.")
-    ] = None,
-    as_json: Json = False,
-):
+@command("power-limit", own=[PNG, JSON])
+def power_limit(values: dict, *, png: str | None = None, as_json: bool = False):
     """Choose the GPU power limit that trades energy against time.
 
     The limit minimising Zeus's cost η·energy + (1−η)·max power·time for MODEL on a GPU, with
     the table of (limit, power, time, energy, cost) it chose from."""
-    from perfcast.decisions.power_limit import choose_power_limit
+    from perfcast.decisions.answer import answer, request
+    from perfcast.paths import check_output_file
 
-    check_choice("--mode", mode, GRAPH_MODES, "power-limit")
     if png:  # before any prediction
+        request("power-limit", values)
         png = str(check_output_file(png, suffixes=(".png", ".svg", ".pdf"), option="--png"))
-    c = choose_power_limit(model, device=device, eta=eta, batch_size=batch_size, mode=mode,
-                           precision=precision, input_size=input_size, seq_len=seq_len,
-                           optimizer=optimizer, predictor=predictor, overlap_simulation=True)
+    c = answer("power-limit", values)
     if png:
         c.plot(png)
     if as_json:
@@ -88,3 +55,6 @@ def power_limit(
     if png:
         out.print(f"plot: {png}")
     print_notes(c.notes)
+
+
+__all__ = ["app", "power_limit"]
