@@ -9,7 +9,6 @@ Both take a model (spec string or ``nn.Module``) and the workload's options — 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError
@@ -118,46 +117,11 @@ def predict(model: Any, *, device: str, overlap_simulation: bool = False, **opti
 
 
 def request_of(command: str, model: Any, **options: Any):
-    """The :class:`~perfcast.request.Request` of ``command`` for ``model`` and its options (by
-    field name; ``layout`` a :class:`~perfcast.workload.Layout`; ``model`` a
-    :class:`Workload` carries its own fields)."""
+    """The :class:`~perfcast.request.Request` of ``command`` for ``model`` and its options
+    (:meth:`~perfcast.request.Request.build`)."""
     from perfcast.request import Request
 
-    layout = options.pop("layout", None)
-    if layout is not None:
-        from perfcast.workload import Layout
-
-        if not isinstance(layout, Layout):
-            raise PerfcastError(f"layout must be a perfcast.workload.Layout, not "
-                                f"{type(layout).__name__}")
-        d = layout.to_dict()
-        d.pop("gpus", None)
-        for k, v in d.items():
-            if options.get(k) is None:
-                options[k] = v
-    if isinstance(model, Workload):
-        given = {k: v for k, v in options.items() if v is not None
-                 and k in WORKLOAD_KEYWORDS}
-        if given:
-            raise PerfcastError("give the options in the Workload, not beside it: "
-                                + ", ".join(given))
-        options = {**_workload_options(model), **options}
-        model = model.model.module if model.model.module is not None else model.spec
-    return Request.of(command, model=model, **options)
-
-
-def _workload_options(w: Workload) -> dict[str, Any]:
-    """A :class:`Workload`'s fields as request options (the ones it sets)."""
-    d = {"batch_size": w.batch_size, "input_size": w.input_size, "seq_len": w.seq_len,
-         "mode": w.mode, "precision": w.precision, "optimizer": w.optimizer,
-         "tf32": w.tf32, "engine": w.engine, "input_len": w.input_len,
-         "output_len": w.output_len, "n_batch": w.n_batch, "n_ubatch": w.n_ubatch}
-    lay = w.layout.to_dict()
-    lay.pop("gpus", None)
-    d.update(lay)
-    if w.model.example_inputs is not None:
-        d["example_inputs"] = w.model.example_inputs
-    return {k: v for k, v in d.items() if v is not None}
+    return Request.build(command, model, **options)
 
 
 def predict_request(w: Workload, dev, *, cluster: Any = None, **options: Any):

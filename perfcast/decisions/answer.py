@@ -26,13 +26,13 @@ PARSED_ONLY = ("memory",)
 
 def request(command: str, values: dict[str, Any]):
     """The validated request of ``command`` (the one :meth:`~perfcast.request.Request.of`)."""
-    from perfcast.api import request_of
+    from perfcast.request import Request
 
     if command not in COMMANDS + PARSED_ONLY:
         raise PerfcastError(f"unknown command {command!r} (commands: {', '.join(COMMANDS)})")
     values = dict(values)
     model = values.pop("model", None)
-    return request_of(command, model, **values)
+    return Request.build(command, model, **values)
 
 
 def answer(command: str, values: dict[str, Any], *, progress=None,

@@ -105,6 +105,33 @@ class Request:
         return cls._build(command, values, given, example)
 
     @classmethod
+    def build(cls, command: str, model: Any, **options: Any) -> Request:
+        """:meth:`of` for the Python API's way of giving a request: ``model`` a spec, an
+        ``nn.Module`` or another framework's model, or a :class:`Workload` carrying its own
+        fields; ``layout`` a :class:`~perfcast.workload.Layout` (its fields taken as
+        options)."""
+        layout = options.pop("layout", None)
+        if layout is not None:
+            from perfcast.workload import Layout
+
+            if not isinstance(layout, Layout):
+                raise PerfcastError(f"layout must be a perfcast.workload.Layout, not "
+                                    f"{type(layout).__name__}")
+            d = layout.to_dict()
+            d.pop("gpus", None)
+            for k, v in d.items():
+                if options.get(k) is None:
+                    options[k] = v
+        if isinstance(model, Workload):
+            given = [k for k, v in options.items() if v is not None and k in WORKLOAD_FIELDS]
+            if given:
+                raise PerfcastError("give the options in the Workload, not beside it: "
+                                    + ", ".join(given))
+            options = {**_workload_options(model), **options}
+            model = model.model.module if model.model.module is not None else model.spec
+        return cls.of(command, model=model, **options)
+
+    @classmethod
     def _build(cls, command: str, values: dict[str, Any], given: frozenset[str],
                example: Any) -> Request:
         for name, v in values.items():
@@ -166,6 +193,20 @@ class Request:
         if "model" in out and not isinstance(out["model"], str):
             out["model"] = self.workload.spec if self.workload is not None else None
         return out
+
+
+def _workload_options(w: Workload) -> dict[str, Any]:
+    """A :class:`Workload`'s fields as request options (the ones it sets)."""
+    d = {"batch_size": w.batch_size, "input_size": w.input_size, "seq_len": w.seq_len,
+         "mode": w.mode, "precision": w.precision, "optimizer": w.optimizer,
+         "tf32": w.tf32, "engine": w.engine, "input_len": w.input_len,
+         "output_len": w.output_len, "n_batch": w.n_batch, "n_ubatch": w.n_ubatch}
+    lay = w.layout.to_dict()
+    lay.pop("gpus", None)
+    d.update(lay)
+    if w.model.example_inputs is not None:
+        d["example_inputs"] = w.model.example_inputs
+    return {k: v for k, v in d.items() if v is not None}
 
 
 def _check_value(f: Field, v: Any) -> None:
