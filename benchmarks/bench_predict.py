@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import perfcast
-    from perfcast.training import shipped
+    from perfcast import shipped
     from perfcast.labeled.frames import feature_set
 
     out: dict = {}

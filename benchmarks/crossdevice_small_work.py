@@ -203,7 +203,7 @@ def main() -> int:
     # ---- H100 from its spec: the A100's operators priced on it
     a = ops[ops.device_key == MEASURED_GPU].reset_index(drop=True)
     h = a.assign(device_key=NEW_GPU)
-    shipped = package_data("training", "shipped", "crossdevice-gpu")
+    shipped = package_data("shipped", "crossdevice-gpu")
     cd_dirs = {"before": args.crossdevice_before or shipped, "now": args.crossdevice or shipped}
     preds = {v: Predictor.load(d) for v, d in cd_dirs.items()}
     regimes = {v: getattr(p, "regimes_", None) for v, p in preds.items()}

@@ -233,8 +233,8 @@ from the GPU's roofline), which a graph-based time predictor does not see.
     doc = f"""# Energy: the power model on the Zeus traces
 
 Regenerate: `{COMMAND}` (a few seconds; the workloads' graphs come from the graph cache or are
-built once). The shipped model (`perfcast/energy/power_model.json`) is the same fit on every
-row: `perfcast train --recipe power --out perfcast/energy`.
+built once). The shipped model (`perfcast/shipped/power_model.json`) is the same fit on every
+row: `perfcast train --recipe power --out perfcast/shipped`.
 
 Data: the Zeus NSDI'23 traces (`../shared/data/zeus-power/`, {len(frame):,} rows,
 {frame['config'].nunique()} configurations = GPU × workload × batch × optimizer, each over

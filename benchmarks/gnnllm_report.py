@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/gnnllm_report.py --write                     # README from results
 
 Needs the stage-1+2 checkpoint (``perfcast train --recipe gnnllm --out
-perfcast/pretrain/shipped/gnnllm-stage2``) and the graph store of tasks a, e and gpu (built by
-``perfcast evaluate`` on them). One seed (1337), one thread per fit.
+perfcast/predictors/shipped_encoders/gnnllm-stage2``) and the graph store of tasks a, e and gpu
+(built by ``perfcast evaluate`` on them). One seed (1337), one thread per fit.
 
 * ``stage2-random`` — stage 2 on a random frozen GIN (the LLM_PRE + GNN row of Table 7.5).
 * ``harness`` — ``perfcast evaluate … --predictors gnnllm`` on task a (unseen-family,
@@ -482,7 +482,8 @@ def _harness(res: dict) -> list[str]:
 
 def render(res: dict) -> str:
     L = ["# gnnllm — the thesis' GNN+LLM predictor (ch. 7) on perfcast's data", "",
-         "Regenerate: `perfcast train --recipe gnnllm --out perfcast/pretrain/shipped/gnnllm-stage2` "
+         "Regenerate: `perfcast train --recipe gnnllm --out "
+         "perfcast/predictors/shipped_encoders/gnnllm-stage2` "
          "(stages 1–2, on the corpus of `benchmarks/build_trappm_corpus.sh`), then `.venv/bin/python "
          "benchmarks/gnnllm_report.py --run stage2-random,harness,ablation,adapt,repr,budget "
          "--write` (the `perfcast evaluate` runs, Tables 7.2, 7.4, 7.5, Fig. 7.3 and the "

@@ -39,7 +39,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import perfcast  # noqa: E402
 import perfcast.generation as G  # noqa: E402
-import perfcast.training.llm as TL  # noqa: E402
+import perfcast.shipped as S  # noqa: E402
 
 OUT = REPO / "reports" / "llm" / "consistency.md"
 MODEL = "hf:meta-llama/Llama-2-7b-hf"
@@ -102,7 +102,7 @@ def device_violations() -> tuple[list[dict], int]:
     """Pairs (better, worse) answered the wrong way round (item 2)."""
     from perfcast.devices import device_origin, list_devices
 
-    measured = set(TL.load_llm_model("latency_s").trained_on_.get("devices", []))
+    measured = set(S.load_shipped("llm-latency").trained_on_.get("devices", []))
     gpus = [d for d in list_devices() if d.is_gpu and device_origin(d.key) == "built-in"]
     out, pairs = [], 0
     for engine in ("vllm", "llama.cpp"):
@@ -134,16 +134,16 @@ def loho() -> pd.DataFrame:
     from perfcast.llm.model import LLMGenerationPredictor, features
 
     lib = load_llm_bench()
-    ship = TL.load_llm_model("latency_s")
+    ship = S.load_shipped("llm-latency")
     X, y = features(lib, "latency_s"), lib["latency_s"].to_numpy(float)
-    saved = TL.load_llm_model
+    saved = S.load_shipped
     rows = []
     try:
         for d in sorted(lib["device"].unique()):
             train = (lib["device"] != d).to_numpy()
             m = LLMGenerationPredictor(**ship.get_params()).fit(X[train], y[train])
             m.trained_on_ = {**ship.trained_on_, "devices": sorted(set(lib["device"][train]))}
-            TL.load_llm_model = lambda target, m=m: m
+            S.load_shipped = lambda mid, m=m: m if mid == "llm-latency" else saved(mid)
             test = lib[~train]
             test = test.sample(min(400, len(test)), random_state=0)
             for variant in ("shipped (envelope + cap)", "learned alone"):
@@ -161,7 +161,7 @@ def loho() -> pd.DataFrame:
                                          "ape": abs(p.time_ms / (r.latency_s * 1e3) - 1) * 100})
             print(f"  {d} held out", file=sys.stderr, flush=True)
     finally:
-        TL.load_llm_model = saved
+        S.load_shipped = saved
         G._ENVELOPES.clear()
     return pd.DataFrame(rows)
 

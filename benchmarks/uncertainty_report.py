@@ -29,7 +29,7 @@ per-record out-of-fold predictions (only aggregate MAPE), and writing them means
 For each, the OOD score of a held-out record is measured against the records of the *other*
 folds (devices), the same way a request is scored against the shipped model's training set. The
 report's coverage is cross-conformal: fold k's intervals come from the residuals of the other
-folds only. The shipped calibration (``perfcast/training/shipped/uncertainty.json``) uses every
+folds only. The shipped calibration (``perfcast/shipped/uncertainty.json``) uses every
 held-out residual, with the OOD reference of the full training set.
 """
 
@@ -529,7 +529,7 @@ state where a sorted JSON array suffices.
 
 
 def _coverage_of_shipped(results: list[dict]) -> list[str]:
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     have = {r["id"] for r in results}
     out = []
@@ -562,7 +562,7 @@ def write_markdown(results: list[dict], seconds: float) -> None:
     lines = ["# Calibrated intervals and the out-of-distribution score (issue #16)", "",
              f"Regenerate: `{COMMAND}` ({seconds:.0f} s; reads the held-out predictions already "
              f"in reports/, fits nothing; writes this report and the shipped calibration "
-             f"`perfcast/training/shipped/uncertainty.json`). Method: `perfcast/uncertainty.py`.",
+             f"`perfcast/shipped/uncertainty.json`). Method: `perfcast/uncertainty.py`.",
              "",
              "Coverage is cross-conformal: the intervals of each fold (held-out families, or "
              "held-out GPU) come from the residuals of the *other* folds only, so every number "

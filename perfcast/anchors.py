@@ -84,7 +84,7 @@ def dominates(x, a, precision: str | None = None, tf32: str = "default") -> bool
 def anchor_entries(mode: str, precision: str) -> list[dict[str, Any]]:
     """The first shipped time entry of every GPU with models of its own for (mode, precision)."""
     from perfcast.devices import get_device
-    from perfcast.training import shipped
+    from perfcast import shipped
     from perfcast.errors import PerfcastError
 
     out, seen = [], set()
@@ -106,7 +106,7 @@ def _anchor_requests(req):
     """``(entry, sub-request on the anchor GPU, its learned predictor)`` per anchor of ``req``
     (a :class:`perfcast.routing._Request`); the sub-requests share its graph, plan and cost."""
     from perfcast.devices import get_device
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     if req.w.precision is None:
         return []

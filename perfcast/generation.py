@@ -11,7 +11,7 @@
   the Vidur-fitted operator constants, attention quadratic in the prompt, dequantisation of
   int4 / int8 / GGUF weights, engine overheads), ``ttft_ms`` with an interval from its
   held-out errors (``ttft_ms_low`` / ``ttft_ms_high`` at ``coverage``);
-* **decode** — the shipped ``llm-latency`` model (:mod:`perfcast.training.llm`): the request's
+* **decode** — the shipped ``llm-latency`` model (:mod:`perfcast.shipped`): the request's
   arithmetic lower bound (:mod:`perfcast.llm.physics`) × a factor ≥ 1 learned from
   LLM-Inference-Bench, the device entering through its spec sheet (:mod:`perfcast.llm.model`);
   its decode steps ÷ ``O − 1`` are ``tpot_ms``. ``time_ms`` = ``ttft_ms`` + the decode steps
@@ -440,17 +440,11 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     import pandas as pd
 
     from perfcast.llm.arch import WEIGHT_BYTES, llm_arch
-    from perfcast.llm.energy import (
-        decode_step_work,
-        energy_j,
-        load_phase_power,
-        power_bounds,
-        utilisation,
-    )
+    from perfcast.llm.energy import decode_step_work, energy_j, power_bounds, utilisation
     from perfcast.llm.graphs import activation_peak_mb, request_graph_flops
     from perfcast.llm.physics import COMPUTE_PRECISION, MEMORY_UTILIZATION, bound_of, request_work
-    from perfcast.llm.prefill import ENGINE_PREFILL, _vendor, estimate_prefill, load_constants
-    from perfcast.training.llm import load_llm_model
+    from perfcast.llm.prefill import ENGINE_PREFILL, _vendor, estimate_prefill
+    from perfcast.shipped import load_shipped
 
     asked = req.precision if isinstance(req, Workload) else None
     req = resolve(req)
@@ -508,7 +502,7 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
                          "precision": req.precision, "batch_size": learned_seqs,
                          "concurrent": learned_seqs, "input_len": req.input_len,
                          "output_len": req.output_len, **_llama_settings(req)}])
-    lat = load_llm_model("latency_s")
+    lat = load_shipped("llm-latency")
     below = _dominated_if_unmeasured(lat, device, req.precision, need,
                                      MEMORY_UTILIZATION if req.engine == "vllm" else 1.0)
     dec_arr, capped_by = _dominance_capped(lat, row, device, below)
@@ -525,8 +519,10 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
                          f"the ratio of their arithmetic bounds ({seqs:,} sequences ÷ one: the "
                          f"weights streamed once per step, the KV cache and FLOPs × {seqs:,})")
         dec_learned *= ratio
+    k = load_shipped("llm-prefill")
     pre_kw = dict(engine=req.engine, precision=req.precision, batch=seqs,
-                  input_len=req.input_len, n_devices=req.tensor_parallel, chunk=chunk)
+                  input_len=req.input_len, n_devices=req.tensor_parallel, chunk=chunk,
+                  constants=k)
     pre = estimate_prefill(arch, device, **pre_kw)
     ttft = pre.seconds
     pre_below = min(((estimate_prefill(arch, d, **pre_kw).seconds, d.key, why)
@@ -544,7 +540,6 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     t = max(ttft + dec, g.total_s)
     out.time_ms, out.bound_ms = t * 1e3, g.total_s * 1e3
     out.ttft_ms = ttft * 1e3
-    k = load_constants()
     (q_lo, q_hi), q_key = k.interval_for(req.engine, _vendor(device))
     out.ttft_ms_low, out.ttft_ms_high = ttft * 1e3 * math.exp(q_lo), ttft * 1e3 * math.exp(q_hi)
     out.coverage = k.coverage
@@ -614,7 +609,7 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     # energy: Σ phase power × devices × phase time (perfcast.llm.energy)
     idle, tdp, idle_src = power_bounds(device)
     if tdp:
-        pp = load_phase_power()
+        pp = load_shipped("llm-phase-power")
         n = req.tensor_parallel
         n_rate = 1 if llama else n  # decode over a layer split: one device at a time
         mu_p, cu_p = utilisation(pre.flops, pre.bytes + arch.kv_bytes_per_token(req.precision)
@@ -675,7 +670,7 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
     import pandas as pd
 
     from perfcast.llm.arch import llm_arch
-    from perfcast.training.llm import load_llm_model
+    from perfcast.shipped import load_shipped
 
     req = resolve(req)
     req.require_lengths()
@@ -690,7 +685,7 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
                           "concurrent": 1 if llama else b, "input_len": req.input_len,
                           "output_len": req.output_len, **_llama_settings(req)}
                          for b in batches])
-    lat = load_llm_model("latency_s")
+    lat = load_shipped("llm-latency")
     dec, _ = _dominance_capped(lat, rows, device,
                                _dominated_if_unmeasured(lat, device, req.precision))
     if llama:

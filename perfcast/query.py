@@ -2,10 +2,10 @@
 knows of a workload on a device, and a prediction for what it does not.
 
 :func:`query` looks the workload up in the store (``perfcast collect``'s SQLite file or a
-team's PostgreSQL database, opened read-only) by model, device, mode, precision, batch size,
-input size (or sequence length), optimizer and — when given — CPU threads: every repeat of that
-configuration is a measurement of it. Each target gets an :class:`Answer` whose ``source`` says
-where it comes from:
+team's PostgreSQL database, opened read-only by :class:`perfcast.measured.StoreReader`) by
+model, device, mode, precision, batch size, input size (or sequence length), optimizer and —
+when given — CPU threads: every repeat of that configuration is a measurement of it. Each
+target gets an :class:`Answer` whose ``source`` says where it comes from:
 
 * ``measured`` — from the store, with its spread and date: time per batch (ms) is the median of
   the repeats' medians, ``spread`` holds the timed iterations' p10 / p90 (lowest / highest over
@@ -20,15 +20,18 @@ where it comes from:
   A failed or timed-out run is not a value: the prediction answers and a note names the run.
 * ``none`` — neither (e.g. energy on a device without an energy model).
 
-With ``measure_missing=True`` a configuration the store lacks is queued in the store
-(``measure_queue``, schema 2): ``perfcast collect --queued --db … --device …`` on a machine of
-that device measures the queue. :func:`apply_measurements` puts measured values into a
-:class:`~perfcast.api.Prediction` (``perfcast predict --store``).
+With ``enqueue`` (``perfcast query --measure-missing`` passes the store's
+:meth:`perfcast.store.MeasurementStore.ask`) a configuration the store lacks is queued in the
+store (``measure_queue``, schema 2): ``perfcast collect --queued --db … --device …`` on a
+machine of that device measures the queue. :func:`apply_measurements` puts measured values
+into a :class:`~perfcast.api.Prediction` (``perfcast predict --store``). This module only reads
+a store (runtime code, beside the prediction); writing one is :mod:`perfcast.store`'s.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -59,7 +62,7 @@ class Answer:
 class QueryResult:
     """What :func:`query` found for one workload on one device. ``source``: ``measured`` (every
     answered target measured), ``predicted`` (none), ``measured+predicted`` (some);
-    ``queued``: with ``measure_missing``, ``queued`` / ``already queued`` / ``measured`` /
+    ``queued``: with ``enqueue``, ``queued`` / ``already queued`` / ``measured`` /
     ``failed before`` (``None`` otherwise)."""
 
     model: str
@@ -201,69 +204,69 @@ def query(model: Any, *, device: str, store: str, batch_size: int | None = None,
           input_size: Any = None, seq_len: int | None = None, mode: str = "infer",
           precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
           threads: int | None = None, predictor: str | None = None,
-          measure_missing: bool = False, use_cache: bool = True) -> QueryResult:
+          enqueue: Callable[[Workload, str, int | None], bool] | None = None,
+          use_cache: bool = True) -> QueryResult:
     """The measured value of each target when ``store`` has it, else the prediction (see the
-    module docstring). ``store``: a SQLite file or SQLAlchemy URL (read-only, except that
-    ``measure_missing`` queues a missing configuration in it, creating a SQLite store that does
-    not exist yet). ``threads``: CPU threads of the measurement (default: any; the most when
-    several were measured)."""
-    from perfcast.store import MeasureConfig, MeasurementStore
+    module docstring). ``store``: a SQLite file or SQLAlchemy URL, read-only. ``threads``: CPU
+    threads of the measurement (default: any; the most when several were measured).
+    ``enqueue(workload, device key, threads)``: asks for a configuration the store has no row of
+    to be measured, ``True`` when newly queued (e.g. ``MeasurementStore(store).ask``, which
+    creates a SQLite store that does not exist yet); ``QueryResult.queued`` says what
+    happened."""
+    from perfcast.measured import StoreReader
 
     w, dev, precision_note = _resolve(model, device, batch_size, input_size, seq_len, mode,
                                       precision, optimizer, threads)
-    st = MeasurementStore(store, readonly=not measure_missing)
-    try:
-        notes: list[str] = [precision_note] if precision_note else []
+    notes: list[str] = [precision_note] if precision_note else []
+    with StoreReader(store) as st:
         rows = _pick_threads(_rows(st, w, dev.key, threads), threads, notes)
-        res = QueryResult(model=w.spec, device=dev.key, mode=w.mode, precision=w.precision,
-                          batch_size=int(w.batch_size), input_size=w.input_size_text,
-                          seq_len=w.seq_len, optimizer=w.run_optimizer, threads=threads,
-                          store=st.target, rows=len(rows), notes=notes)
-        ok = [r for r in rows if r["status"] == "ok"]
-        oom = [r for r in rows if r["status"] == "oom"]
-        bad = [r for r in rows if r["status"] in ("failed", "timeout")]
-        if ok:
-            res.answers = _measured(ok, st.target)
-            res.threads = threads if threads is not None else ok[0].get("threads")
-        elif oom:
-            r = oom[-1]
-            for t, unit in TARGETS.items():
-                res.answers[t] = Answer(None, "measured", unit, status="oom", reason=r["reason"],
-                                        measured_at=_when(oom), host=_hosts(oom))
-            res.fits = False
-            res.notes.append(f"measured: out of memory on {_when(oom) or 'an unknown date'}"
-                             + (f" ({r['reason']})" if r.get("reason") else ""))
-        if bad and not ok and not oom:
-            r = bad[-1]
-            res.notes.append(f"a measurement of it {r['status']} on {r.get('created_at')}: "
-                             f"{r.get('reason') or 'no reason recorded'} (perfcast collect "
-                             f"--retry-failed measures it again); predicted instead")
-        missing = [t for t in TARGETS if t not in res.answers]
-        if missing:
-            from perfcast.api import predict_workload
+        shown = st.target
+    res = QueryResult(model=w.spec, device=dev.key, mode=w.mode, precision=w.precision,
+                      batch_size=int(w.batch_size), input_size=w.input_size_text,
+                      seq_len=w.seq_len, optimizer=w.run_optimizer, threads=threads,
+                      store=shown, rows=len(rows), notes=notes)
+    ok = [r for r in rows if r["status"] == "ok"]
+    oom = [r for r in rows if r["status"] == "oom"]
+    bad = [r for r in rows if r["status"] in ("failed", "timeout")]
+    if ok:
+        res.answers = _measured(ok, shown)
+        res.threads = threads if threads is not None else ok[0].get("threads")
+    elif oom:
+        r = oom[-1]
+        for t, unit in TARGETS.items():
+            res.answers[t] = Answer(None, "measured", unit, status="oom", reason=r["reason"],
+                                    measured_at=_when(oom), host=_hosts(oom))
+        res.fits = False
+        res.notes.append(f"measured: out of memory on {_when(oom) or 'an unknown date'}"
+                         + (f" ({r['reason']})" if r.get("reason") else ""))
+    if bad and not ok and not oom:
+        r = bad[-1]
+        res.notes.append(f"a measurement of it {r['status']} on {r.get('created_at')}: "
+                         f"{r.get('reason') or 'no reason recorded'} (perfcast collect "
+                         f"--retry-failed measures it again); predicted instead")
+    missing = [t for t in TARGETS if t not in res.answers]
+    if missing:
+        from perfcast.api import predict_workload
 
-            p = predict_workload(w, dev, predictor=predictor, use_cache=use_cache,
-                                 threads=res.threads)
-            for t in missing:
-                v = getattr(p, t)
-                res.answers[t] = Answer(v, "predicted" if v is not None else "none",
-                                        TARGETS[t], predictor=p.predictor.get(t))
-            measured = [t for t in res.answers]  # a prediction's notes on them do not apply
-            res.notes += [n for n in p.notes if n not in res.notes
-                          and not any(n.startswith(f"{t}:") for t in measured)]
-        mem = res.answers["memory_mb"].value
-        if res.fits is None and mem is not None and dev.memory_mb is not None:
-            res.fits = bool(mem <= dev.memory_mb)
-        if measure_missing:
-            if ok or oom:
-                res.queued = "measured"
-            elif bad:
-                res.queued = "failed before"
-            else:
-                cfg = MeasureConfig(w, dev.key, threads, 0)
-                res.queued = "queued" if st.enqueue([cfg]) else "already queued"
-    finally:
-        st.close()
+        p = predict_workload(w, dev, predictor=predictor, use_cache=use_cache,
+                             threads=res.threads)
+        for t in missing:
+            v = getattr(p, t)
+            res.answers[t] = Answer(v, "predicted" if v is not None else "none",
+                                    TARGETS[t], predictor=p.predictor.get(t))
+        measured = [t for t in res.answers]  # a prediction's notes on them do not apply
+        res.notes += [n for n in p.notes if n not in res.notes
+                      and not any(n.startswith(f"{t}:") for t in measured)]
+    mem = res.answers["memory_mb"].value
+    if res.fits is None and mem is not None and dev.memory_mb is not None:
+        res.fits = bool(mem <= dev.memory_mb)
+    if enqueue is not None:
+        if ok or oom:
+            res.queued = "measured"
+        elif bad:
+            res.queued = "failed before"
+        else:
+            res.queued = "queued" if enqueue(w, dev.key, threads) else "already queued"
     return res
 
 
@@ -273,19 +276,16 @@ def apply_measurements(p, store: str, *, threads: int | None = None, optimizer: 
     fits and power recomputed; a note per measured target names the store, the date and the
     spread). Returns ``p``."""
     from perfcast.devices import get_device
-    from perfcast.store import MeasurementStore
+    from perfcast.measured import StoreReader
 
     dev = get_device(p.device)
     w = Workload.of(p.model, batch_size=p.batch_size, input_size=p.input_size,
                     seq_len=p.seq_len, mode=p.mode, precision=p.precision,
                     optimizer=optimizer or DEFAULT_OPTIMIZER)
-    st = MeasurementStore(store, readonly=True)
-    try:
-        notes: list[str] = []
+    notes: list[str] = []
+    with StoreReader(store) as st:
         rows = _pick_threads(_rows(st, w, dev.key, threads), threads, notes)
         target = st.target
-    finally:
-        st.close()
     ok = [r for r in rows if r["status"] == "ok"]
     oom = [r for r in rows if r["status"] == "oom"]
     if ok:

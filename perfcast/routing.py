@@ -119,7 +119,7 @@ def shipped_precision(device: str, mode: str) -> tuple[str, str | None]:
     """``(precision, note)`` when the user gives none: the precision perfcast has measurements
     for on that device and mode when there is exactly one (e.g. ``amp`` for the RTX 3090
     training data), else ``fp32``; the note says which was used (``None``: nothing measured)."""
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     measured = sorted({e["precision"] for e in shipped.manifest()
                        if (e["device"], e["mode"]) == (device, mode)})
@@ -415,7 +415,7 @@ class _Request:
         the shipped ``kernelsum`` on this machine's CPU, else the roofline; ``None`` when none
         answers time here."""
         if not hasattr(self, "_base"):
-            from perfcast.training import shipped
+            from perfcast import shipped
 
             dev, w = self.device, self.w
             entry = shipped.find_any_gpu("time_ms") if dev.is_gpu else shipped.find(
@@ -652,7 +652,7 @@ def _gpu_overhead(device, overhead_mb: float | None) -> tuple[float, str]:
 def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead: float,
                          overhead_src: str) -> None:
     """Steps 2 and 3 of the policy for one target."""
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     w, dev, target, notes = req.w, req.device, ans.target, req.notes
     desc = f"{dev.key} {w.mode} {w.precision}"
@@ -751,6 +751,7 @@ def _power_model_energy(ans: Answer, req: _Request) -> None:
     min(limit, TDP)], × the time. Where the limit binds, the time answer grows by the learned
     slowdown (with a note). CPUs: no answer (no CPU energy measurements to learn from)."""
     from perfcast import energy as E
+    from perfcast import shipped
 
     dev, w, notes = req.device, req.w, req.notes
     t = req.answers.get("time_ms")
@@ -766,7 +767,7 @@ def _power_model_energy(ans: Answer, req: _Request) -> None:
         return
     limit = E.check_power_limit(dev, req.power_limit_w)
     try:
-        model = E.load_power_model()
+        model = shipped.load_shipped("power-model")
     except PerfcastError as exc:
         notes.append(f"energy_j: {exc}")
         return
@@ -824,7 +825,7 @@ def _next_shipped(ans: Answer, req: _Request, tried: dict) -> None:
     """The default shipped model gave no finite answer for this batch, or none for some batch
     (:func:`_gaps`): the next one listed for the same (device, mode, precision) that answers
     every batch does, with a note. When none does, a finite answer of the first stays."""
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     dev, w, target = req.device, req.w, ans.target
     first = req.answered_by.get(target)

@@ -36,9 +36,10 @@ when the score reaches a threshold calibrated on the same held-out records (:fun
 of the thresholds flagging ≥ 10 % of them, the one whose flagged records most often have
 APE > 20 %), so the flagged requests are the ones with large errors there.
 
-**Storage.** :data:`CALIBRATION_FILE` beside the shipped manifest (``perfcast/training/shipped/
-uncertainty.json``): per model id and target the sorted residuals of each bucket, the bucket
-edges, the OOD reference and threshold, and where the residuals came from. Built by
+**Storage.** :data:`CALIBRATION_FILE` beside the shipped manifest (``perfcast/shipped/
+uncertainty.json``, :func:`perfcast.shipped.shipped_file`): per model id and target the sorted
+residuals of each bucket, the bucket edges, the OOD reference and threshold, and where the
+residuals came from. Built by
 ``python benchmarks/uncertainty_report.py`` (which also writes ``reports/uncertainty/``). A
 target's calibration is generic (a key → residuals mapping): ``energy_j`` (or any other key)
 gets an interval as soon as a calibration for it is stored. A model without one answers
@@ -56,14 +57,13 @@ from typing import Any
 
 import numpy as np
 
+from perfcast.shipped import CALIBRATION_FILE  # the calibration file beside the manifest
 from perfcast.workload import RISKS  # the decisions' risk attitudes: which bound they plan with
 
 #: Coverage of the intervals when none is asked for.
 DEFAULT_COVERAGE = 0.9
 #: Keys that get ``<key>_low`` / ``<key>_high`` on a :class:`~perfcast.api.Prediction`.
 INTERVAL_KEYS: tuple[str, ...] = ("time_ms", "memory_mb", "energy_j")
-#: The calibration file beside the shipped manifest.
-CALIBRATION_FILE = "uncertainty.json"
 FORMAT = "1"
 #: Mondrian buckets (by OOD score) when every one gets at least :data:`MIN_BUCKET` residuals.
 N_BUCKETS = 3
@@ -449,9 +449,10 @@ def youden_threshold(scores, positive) -> float | None:
 # -- the stored file ----------------------------------------------------------------------------
 
 def calibration_path(root: Path | None = None) -> Path:
-    from perfcast.training.shipped import shipped_dir
+    """The calibration file under ``root`` or the shipped directory."""
+    from perfcast.shipped import shipped_file
 
-    return (root or shipped_dir()) / CALIBRATION_FILE
+    return shipped_file(CALIBRATION_FILE, root)
 
 
 @lru_cache(maxsize=8)

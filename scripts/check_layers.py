@@ -1,20 +1,32 @@
-"""The dependency picture of perfcast's rooms, and the check that no room imports a higher one.
+"""The dependency picture of perfcast's rooms, and the checks of its two rules.
 
     .venv/bin/python scripts/check_layers.py            # check; print violations (exit 1 if any)
     .venv/bin/python scripts/check_layers.py --mermaid  # also print the picture (docs/architecture.md)
 
 Every import of a ``perfcast`` module — at module level or inside a function — is read from the
-source (``ast``). A room may import rooms below it (lower rank) and itself, never above: that
-is what lets a later issue add a predictor, a frontend or a decision without cycles. The
-ranks are the one flow **workload → zoo → frontends → cache → features / memory → predictors →
-routing → api → decisions → cli**, with the data rooms (store, datasets, profiler) and the
-learning rooms (labeled, evaluation, training) beside it.
+source (``ast``), and so is every string naming one (what ``importlib`` would import).
+
+1. **Ranks.** A room may import rooms below it (lower rank) and itself, never above: that is
+   what lets a later issue add a predictor, a frontend or a decision without cycles. The ranks
+   are the one flow **workload → zoo → frontends → cache → features / memory → predictors →
+   shipped → routing → request → api → decisions → faces (report, ui, serve, cli)**.
+2. **Two stacks.** The *runtime* — everything a prediction touches, from the request to the
+   estimate, the decisions and the faces — never imports the *research* stack
+   (:data:`RESEARCH`: the measurement store's writers, the datasets, the profiler, the labeled
+   records, pre-training, evaluation and training), which sits on top of the runtime and may use
+   all of it. The shipped models are runtime (``shipped``: package data and one loader); the
+   research stack writes them. The one bridge is the research *faces*
+   (:data:`RESEARCH_FACES`: the commands ``perfcast train``, ``evaluate``, ``collect`` …): only
+   the CLI's command registration imports them, and they import research rooms only inside
+   their command functions — so ``import perfcast.cli`` and every prediction load nothing of the
+   research stack.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -42,14 +54,10 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("features", "node/edge matrices, static features, FeatureSet, PyG Data"),
     ("memory", "tensor-memory simulation and its cache"),
     ("llm", "LLM architecture, KV-cache arithmetic, generation bounds"),
-    ("pretrain", "graph-encoder pre-training (TraPPM)"),
-    ("store", "measurement store, graph corpus builder"),
-    ("predictors", "estimators (DIPPM, NNLQP, MLP, XGBoost, roofline, TraPPM, memsim)"),
-    ("datasets", "public and local measurement loaders"),
-    ("profiler", "measuring on the local device"),
-    ("labeled", "labeled records → graph store → feature sets"),
-    ("evaluation", "tasks, splits, metrics, reports"),
-    ("training", "recipes, fine-tuning, the shipped models"),
+    ("measured", "a measurement store read-only: the rows of one workload (query, --store)"),
+    ("predictors", "estimators (DIPPM, NNLQP, MLP, XGBoost, roofline, TraPPM, memsim) and "
+                   "the pre-trained graph encoder they answer with"),
+    ("shipped", "the shipped models: their registry and one loader, load_shipped(id)"),
     ("uncertainty", "calibrated intervals (conformal) and the out-of-distribution score"),
     ("anchors", "what the GPUs with labels say about another GPU: anchor transfer, dominance"),
     ("routing", "which predictor answers each target, bounds"),
@@ -64,11 +72,35 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("report", "perfcast report: roofline, operators, phases, memory timeline, decisions as HTML"),
     ("ui", "perfcast ui: the Gradio web page over api, decisions and report"),
     ("serve", "perfcast serve: the HTTP JSON API over api and decisions"),
+    ("pretrain", "graph-encoder pre-training (TraPPM): corpus, pretext tasks, checkpoints"),
+    ("store", "measurement store (schema, writers, queue, locks), graph corpus builder"),
+    ("datasets", "public and local measurement loaders"),
+    ("profiler", "measuring on the local device"),
+    ("labeled", "labeled records → graph store → feature sets"),
+    ("evaluation", "tasks, splits, metrics, reports"),
+    ("training", "recipes, fine-tuning, calibration: what builds the shipped models"),
     ("cli", "the perfcast command"),
     ("__init__", "the package's public names"),
     ("__main__", "python -m perfcast"),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+#: The research stack: rooms no runtime module imports (rule 2 of the module docstring).
+RESEARCH: tuple[str, ...] = ("pretrain", "store", "datasets", "profiler", "labeled",
+                             "evaluation", "training")
+#: Research faces: modules of a runtime room that are research commands. Only
+#: :data:`FACE_REGISTRY` imports them; they import research rooms inside functions only.
+RESEARCH_FACES: dict[str, str] = {
+    "perfcast.cli.data": "perfcast collect, corpus, calibrate, query --measure-missing (and "
+                         "inspect, query: runtime commands registered beside them)",
+    "perfcast.cli.research": "perfcast train, evaluate, pretrain",
+}
+#: The module that registers the CLI's commands (the research faces among them).
+FACE_REGISTRY = "perfcast.cli"
+
+
+def stack_of(module: str) -> str:
+    """``research`` for a module of a research room or a research face, else ``runtime``."""
+    return "research" if room_of(module) in RESEARCH or module in RESEARCH_FACES else "runtime"
 
 
 def room_of(module: str) -> str | None:
@@ -89,12 +121,42 @@ def module_name(path: Path, root: Path) -> str:
 
 def imports(path: Path, module: str) -> list[tuple[int, str]]:
     """``(line, imported perfcast module)`` for every import in ``path``."""
+    return [(line, target) for line, target, _ in scoped_imports(path, module, faces=False)]
+
+
+def _lazy_nodes(tree: ast.AST) -> set[int]:
+    """``id`` of every node run only when called: inside a function or a lambda, or under
+    ``if TYPE_CHECKING:``."""
+    lazy: set[int] = set()
+
+    def visit(node: ast.AST, inside: bool) -> None:
+        if inside:
+            lazy.add(id(node))
+        for child in ast.iter_child_nodes(node):
+            deeper = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                 ast.Lambda))
+            if isinstance(node, ast.If) and child in node.body and \
+                    "TYPE_CHECKING" in ast.unparse(node.test):
+                deeper = True
+            visit(child, deeper)
+
+    visit(tree, False)
+    return lazy
+
+
+def scoped_imports(path: Path, module: str, faces: bool = True) -> list[tuple[int, str, bool]]:
+    """``(line, imported perfcast module, eager)`` for every import in ``path``; ``eager``:
+    run when the module is imported (not inside a function). ``faces``: ``from a.package import
+    face`` also yields the research face itself."""
     out = []
     tree = ast.parse(path.read_text(), str(path))
+    lazy = _lazy_nodes(tree)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(tree):
+        eager = id(node) not in lazy
         if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("perfcast")]
+            out += [(node.lineno, a.name, eager) for a in node.names
+                    if a.name.startswith("perfcast")]
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative import
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -104,15 +166,31 @@ def imports(path: Path, module: str) -> list[tuple[int, str]]:
             if not target.startswith("perfcast"):
                 continue
             if target == "perfcast":  # from perfcast import x → the room x when it is one
-                out += [(node.lineno, f"perfcast.{a.name}") if a.name in RANK
-                        else (node.lineno, "perfcast") for a in node.names]
+                out += [(node.lineno, f"perfcast.{a.name}" if a.name in RANK else "perfcast",
+                         eager) for a in node.names]
             else:
-                out.append((node.lineno, target))
+                out.append((node.lineno, target, eager))
+                # from a package import a research face: the face itself
+                out += [(node.lineno, f"{target}.{a.name}", eager) for a in node.names
+                        if faces and f"{target}.{a.name}" in RESEARCH_FACES]
     return out
 
 
+_MODULE_NAME = re.compile(r"perfcast(\.\w+)+")
+
+
+def named_modules(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` for every string constant that is exactly a ``perfcast.*`` module
+    name (what a registry or a lazy attribute hands to ``importlib``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and _MODULE_NAME.fullmatch(n.value)]
+
+
 def analyse(root: Path) -> tuple[list[str], dict[tuple[str, str], int], list[str]]:
-    """``(violations, edges {(room, imported room): count}, rooms without a rank)``."""
+    """``(violations of both rules, edges {(room, imported room): count}, rooms without a
+    rank)``."""
     violations, unknown = [], set()
     edges: dict[tuple[str, str], int] = defaultdict(int)
     for path in sorted((root / "perfcast").rglob("*.py")):
@@ -132,7 +210,36 @@ def analyse(root: Path) -> tuple[list[str], dict[tuple[str, str], int], list[str
             if RANK[dst] > RANK[src]:
                 violations.append(f"{path.relative_to(root)}:{line}: {src} imports {target} "
                                   f"(a higher room: {dst})")
+        violations += stack_violations(path, module, root)
     return violations, dict(edges), sorted(str(u) for u in unknown)
+
+
+def stack_violations(path: Path, module: str, root: Path) -> list[str]:
+    """Rule 2 (module docstring) for one module: a runtime module imports (or names) no
+    research room and no research face but from :data:`FACE_REGISTRY`; a research face
+    imports research rooms inside functions only."""
+    out = []
+    where = path.relative_to(root)
+    if module in RESEARCH_FACES:
+        for line, target, eager in scoped_imports(path, module):
+            if eager and room_of(target) in RESEARCH:
+                out.append(f"{where}:{line}: the research face {module} imports {target} at "
+                           f"module level (import it inside the command function)")
+        return out
+    if stack_of(module) == "research":
+        return out
+    for line, target, _ in scoped_imports(path, module):
+        if room_of(target) in RESEARCH:
+            out.append(f"{where}:{line}: runtime module {module} imports {target} (the research "
+                       f"stack: {room_of(target)})")
+        elif target in RESEARCH_FACES and module != FACE_REGISTRY:
+            out.append(f"{where}:{line}: runtime module {module} imports the research face "
+                       f"{target} (only {FACE_REGISTRY} registers it)")
+    for line, target in named_modules(path):
+        if room_of(target) in RESEARCH or target in RESEARCH_FACES:
+            out.append(f"{where}:{line}: runtime module {module} names {target!r} (the research "
+                       f"stack, imported by name)")
+    return out
 
 
 #: Rooms nearly everything imports; the picture draws them as one base row, without arrows.
@@ -159,18 +266,27 @@ def reduced(edges: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
 
 
 def mermaid(edges: dict[tuple[str, str], int]) -> str:
-    """The picture (Mermaid): rooms bottom-up, an arrow for each direct dependency that is not
-    implied by others (transitive reduction); the base rooms every room uses are listed, not
-    drawn."""
+    """The picture (Mermaid): rooms bottom-up in their two stacks, an arrow for each direct
+    dependency that is not implied by others (transitive reduction); the base rooms every room
+    uses are listed, not drawn."""
     lines = ["```mermaid", "flowchart BT"]
     used = {r for e in edges for r in e}
-    for name, what in LAYERS:
-        if name in used and name not in BASE and not name.startswith("_"):
-            lines.append(f'    {name}["{name}<br/><small>{what}</small>"]')
+    for stack, title in (("runtime", "runtime: request → estimate → decision → faces"),
+                         ("research", "research: never imported by the runtime")):
+        lines.append(f'    subgraph {stack}["{title}"]')
+        for name, what in LAYERS:
+            if name in used and name not in BASE and not name.startswith("_") and \
+                    (name in RESEARCH) == (stack == "research"):
+                lines.append(f'        {name}["{name}<br/><small>{what}</small>"]')
+        lines.append("    end")
     lines += [f"    {a} --> {c}" for a, c in reduced(edges)]
     lines.append("```")
     base = ", ".join(n for n in BASE if not n.startswith("_"))
-    lines.append(f"Every room may also use the base rooms: {base}.")
+    faces = "; ".join(f"`{m}` ({what})" for m, what in RESEARCH_FACES.items())
+    lines.append(f"Every room may also use the base rooms: {base}. The research faces — "
+                 f"commands of the `cli` room that run research code, imported only by "
+                 f"`{FACE_REGISTRY}` and importing research rooms only inside their command "
+                 f"functions: {faces}.")
     return "\n".join(lines)
 
 
@@ -186,7 +302,9 @@ def main() -> int:
         print(v)
     for u in unknown:
         print(f"room without a rank in LAYERS: {u}")
-    print(f"{len(edges)} room-to-room dependencies, {len(violations)} upward imports, "
+    upward = sum("(a higher room:" in v for v in violations)
+    print(f"{len(edges)} room-to-room dependencies, {upward} upward imports, "
+          f"{len(violations) - upward} runtime-to-research imports, "
           f"{len(unknown)} unranked rooms", file=sys.stderr)
     return 1 if violations or unknown else 0
 

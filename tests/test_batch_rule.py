@@ -94,13 +94,13 @@ def test_support_distance_weight_and_round_trip():
 def test_a_learned_model_far_outside_its_data_fades_to_physics():
     """The RTX 3090 training data (timm) measured ResNet-sized models at batches of 128–512:
     batch 1 is far outside, so the physics base answers — with a note saying why."""
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     entry = shipped.find("rtx3090", "train", "amp", "time_ms")
     pred = shipped.load_entry(entry)
     if getattr(pred, "support_", None) is None:
         pytest.fail("the shipped rtx3090 train model has no support recorded "
-                    "(perfcast train --recipe default --out perfcast/training/shipped "
+                    "(perfcast train --recipe default --out perfcast/shipped "
                     "--support-only)")
     p1 = perfcast.predict("timm:resnet50", device="rtx3090", mode="train", precision="amp",
                           batch_size=1)

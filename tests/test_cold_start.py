@@ -29,7 +29,7 @@ def _shipped_boosters():
     from perfcast.paths import package_data
 
     out = []
-    for w in sorted(package_data("training", "shipped").glob("*/weights.safetensors")):
+    for w in sorted(package_data("shipped").glob("*/weights.safetensors")):
         for name, v in load_file(str(w)).items():
             raw = v.tobytes()
             if v.dtype == np.uint8 and raw[:1] == b"{" and b"learner" in raw[:64]:

@@ -16,6 +16,7 @@ from perfcast import energy as E
 from perfcast.cli import main
 from perfcast.devices import get_device
 from perfcast.errors import PerfcastError
+from perfcast.shipped import artefact_path, load_shipped
 
 
 def _model(**kw) -> E.PowerModel:
@@ -29,7 +30,7 @@ def _model(**kw) -> E.PowerModel:
 @pytest.mark.parametrize("key", ["a40", "v100-32gb-pcie", "quadro-rtx-6000", "h100-sxm"])
 def test_power_within_idle_and_min_of_limit_and_tdp(key):
     dev = get_device(key)
-    m = E.load_power_model()
+    m = load_shipped("power-model")
     r = E.limit_range(dev)
     idle, tdp, _ = E.power_bounds(dev)
     rng = np.random.default_rng(0)
@@ -47,7 +48,7 @@ def test_monotone_in_the_limit():
     """A higher limit never gives less power or more time; the default limit changes
     nothing."""
     dev = get_device("a40")
-    m = E.load_power_model()
+    m = load_shipped("power-model")
     feats = [-0.3, -0.5, -2.0, 0.5, 6.0, 0.0]  # a busy step
     p0 = m.unconstrained_power(feats, dev)
     rows = E.sweep(m, feats, dev, 0.2, eta=0.5, limits=list(np.arange(100, 301, 5.0)))
@@ -84,11 +85,11 @@ def test_registry_rows_for_the_zeus_gpus():
 
 
 def test_model_file_is_json_and_round_trips(tmp_path):
-    m = E.load_power_model()
-    assert E.model_path().suffix == ".json"
+    m = load_shipped("power-model")
+    assert artefact_path("power-model").suffix == ".json"
     m2 = E.PowerModel.load(m.save(tmp_path))
     assert m2.to_dict() == m.to_dict()
-    assert m.trained_on["command"] == "perfcast train --recipe power --out perfcast/energy"
+    assert m.trained_on["command"] == "perfcast train --recipe power --out perfcast/shipped"
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(PerfcastError, match="not a perfcast power model"):
         E.PowerModel.load(tmp_path / "bad.json")

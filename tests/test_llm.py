@@ -556,9 +556,9 @@ def test_generate_imports_neither_torch_nor_transformers_once_cached(tmp_path, m
 @pytest.mark.shared_data("llm-inference-bench.csv", "mlenergy-leaderboard-v2.csv")
 def test_shipped_llm_models_are_rebuilt_byte_for_byte(tmp_path):
     """The shipped llm-latency / llm-power are what `perfcast train --recipe llm --out
-    perfcast/training/shipped` writes from the public data — never edited by hand."""
+    perfcast/shipped` writes from the public data — never edited by hand."""
     from perfcast.training.llm import LLM_MODELS, train_llm
-    from perfcast.training.shipped import shipped_dir
+    from perfcast.shipped import shipped_dir
 
     train_llm(tmp_path)
     for _, _, name in LLM_MODELS.values():

@@ -51,7 +51,9 @@ def _estimate(engine="vllm", precision="fp16", device="a100-80gb", batch=1, inpu
     from perfcast.devices import get_device
     from perfcast.llm.arch import llm_arch
     from perfcast.llm.prefill import estimate_prefill
+    from perfcast.shipped import load_shipped
 
+    kw.setdefault("constants", load_shipped("llm-prefill"))
     return estimate_prefill(llm_arch(LLAMA7), get_device(device), engine=engine,
                             precision=precision, batch=batch, input_len=input_len, **kw)
 
@@ -342,7 +344,7 @@ def test_prompt_differences_pair_rows_by_n_batch():
 @pytest.mark.slow
 def test_shipped_prefill_and_phase_power_rebuild(tmp_path):
     """perfcast train --recipe llm --only prefill,phase-power reproduces the shipped files."""
-    from perfcast.training.shipped import shipped_dir
+    from perfcast.shipped import shipped_dir
 
     assert main(["train", "--recipe", "llm", "--only", "prefill,phase-power", "--out",
                  str(tmp_path), "--json"]) == 0

@@ -213,7 +213,7 @@ test_time_never_decreases_with_the_sequence, \
 
 def _time_stays_between_the_roofline_and_the_measured_slowdown(registered, d, model, mode,
                                                                    precision, batch):
-    from perfcast.training import shipped
+    from perfcast import shipped
 
     dev = registered(_spec(_base_numbers(d)))
     p = perfcast.predict(model, device=dev, batch_size=batch, mode=mode, precision=precision)

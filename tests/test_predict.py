@@ -191,7 +191,7 @@ def test_train_data_and_fine_tune(use_shipped, tiny_feature_set, tmp_path):
 
 def test_train_recipe(tmp_path, monkeypatch, tiny_feature_set):
     """A recipe entry trains on all its records and writes a manifest predict can use."""
-    from perfcast.training import shipped as S
+    from perfcast import shipped as S
     from perfcast.training.trainer import train_recipe
 
     recipe = {"name": "t", "entries": [

@@ -87,7 +87,7 @@ def test_the_correction_scales_only_the_kinds_of_work_it_learned_from(tmp_path):
     from perfcast.predictors import load_predictor
     from perfcast.predictors.crossdevice import CORRECTION_FEATURES, correction_regime
 
-    pred = load_predictor(package_data("training", "shipped", "crossdevice-gpu"))
+    pred = load_predictor(package_data("shipped", "crossdevice-gpu"))
     col = {n: j for j, n in enumerate(CORRECTION_FEATURES)}
     X = np.zeros((2, len(CORRECTION_FEATURES)))
     X[:, col["precision=fp16"]] = 1.0
@@ -114,7 +114,7 @@ def test_an_fp16_linear_layer_on_an_h100_is_its_kernel_time(tmp_path):
     from perfcast.paths import package_data
     from perfcast.predictors import load_predictor
 
-    pred = load_predictor(package_data("training", "shipped", "crossdevice-gpu"))
+    pred = load_predictor(package_data("shipped", "crossdevice-gpu"))
     pred.regimes_ = None
     old = pred.save(tmp_path / "old")
     pred.regimes_ = ["amp, convolutions", "fp16, convolutions", "fp32, convolutions",

@@ -273,7 +273,7 @@ def test_shipped_encoder_is_the_default(tiny_feature_set):
     from perfcast.features.encode import GRAPH_LAYOUT_VERSION as FEATURE_LAYOUT_VERSION
     from perfcast.predictors import create_predictor
     from perfcast.pretrain import load_encoder
-    from perfcast.pretrain.checkpoint import shipped_encoder_dir
+    from perfcast.predictors.encoder import shipped_encoder_dir
 
     d = shipped_encoder_dir()
     enc = load_encoder(d)

@@ -10,8 +10,8 @@ A page asks for a generated part with a marker on its own line:
   that documents it), and the registry's RTX 4090 row as an example;
 * ``<!-- perfcast:json-schemas -->`` — the keys each command's ``--json`` prints, from the
   result dataclasses (type and the comment or docstring that documents them);
-* ``<!-- perfcast:layers -->`` / ``<!-- perfcast:rooms -->`` — the layering picture and the
-  table of rooms of ``scripts/check_layers.py``;
+* ``<!-- perfcast:layers -->`` / ``<!-- perfcast:rooms -->`` — the layering picture (the two
+  stacks) and the table of rooms of ``scripts/check_layers.py``;
 * ``<!-- perfcast:exit-codes -->`` — the documented exit codes of :mod:`perfcast.errors`.
 
 Links into the repository outside ``docs/`` are written ``[text](repo:path#anchor)``; the
@@ -323,7 +323,7 @@ def _edges():
     mod = _check_layers()
     violations, edges, _unknown = mod.analyse(ROOT)
     if violations:
-        raise PluginError("scripts/check_layers.py finds upward imports: "
+        raise PluginError("scripts/check_layers.py finds violations of its rules: "
                           + "; ".join(violations[:3]))
     return mod, edges
 
@@ -333,8 +333,9 @@ def layers() -> str:
     mod, edges = _edges()
     source = mod.mermaid(edges)
     code, _, tail = source.partition("```\n")
-    return ("![The rooms of perfcast, bottom up: each imports only the rooms below it]"
-            "(layers.svg)\n\n" + tail.strip() + "\n\n"
+    return ("![The rooms of perfcast, bottom up: each imports only the rooms below it; the "
+            "runtime rooms (orange) never import the research rooms (blue)](layers.svg)\n\n"
+            + tail.strip() + "\n\n"
             '??? note "The same picture as Mermaid source (scripts/check_layers.py --mermaid)"\n\n'
             + "\n".join("    " + line for line in (source.partition(tail)[0].strip()
                                                       .splitlines())) + "\n")
@@ -372,13 +373,15 @@ def layers_svg() -> str:
                     arrowprops={"arrowstyle": "-|>", "color": "#9a9a9a", "lw": 0.8,
                                 "shrinkA": 0, "shrinkB": 0})
     for r, (x, y) in pos.items():
+        fc, ec = ("#e3f2fd", "#1565c0") if r in mod.RESEARCH else ("#fff3e0", "#e65100")
         ax.text(x, y, r, ha="center", va="center", fontsize=9,
-                bbox={"boxstyle": "round,pad=0.35", "fc": "#fff3e0", "ec": "#e65100", "lw": 0.8})
+                bbox={"boxstyle": "round,pad=0.35", "fc": fc, "ec": ec, "lw": 0.8})
     ax.set_xlim(-0.2, width + 0.2)
     ax.set_ylim(-0.6, max(rows) + 0.6)
     ax.axis("off")
     base = ", ".join(n for n in mod.BASE if not n.startswith("_"))
-    ax.set_title(f"rooms bottom up; every room may also use {base}", fontsize=9, color="#555")
+    ax.set_title(f"rooms bottom up: runtime (orange), research (blue, never imported by the "
+                 f"runtime); every room may also use {base}", fontsize=9, color="#555")
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
@@ -394,10 +397,16 @@ def on_files(files, config):
 
 
 def rooms() -> str:
+    """The rooms with their rank and stack, then the research faces."""
     mod = _check_layers()
-    out = ["| rank | room | what it holds |", "|---|---|---|"]
+    out = ["| rank | room | stack | what it holds |", "|---|---|---|---|"]
     for i, (name, what) in enumerate(mod.LAYERS):
-        out.append(f"| {i} | `{name}` | {_md(what)} |")
+        stack = "research" if name in mod.RESEARCH else "runtime"
+        out.append(f"| {i} | `{name}` | {stack} | {_md(what)} |")
+    out += ["", f"Research faces (modules of a runtime room that run research commands; only "
+                f"`{mod.FACE_REGISTRY}` imports them, and they import research rooms inside "
+                f"their command functions only):", ""]
+    out += [f"* `{m}` — {_md(what)}" for m, what in mod.RESEARCH_FACES.items()]
     return "\n".join(out)
 
 

@@ -267,10 +267,21 @@ def query(
     from perfcast.query import query as run_query
 
     check_choice("--mode", mode, MODES, "query")
-    res = run_query(model, device=device, store=store, batch_size=batch_size,
-                    input_size=input_size, seq_len=seq_len, mode=mode, precision=precision,
-                    optimizer=optimizer, threads=threads, predictor=predictor,
-                    measure_missing=measure_missing, use_cache=not no_cache)
+    writer = None
+    if measure_missing:  # the store is written (created when missing) to queue what it lacks
+        from perfcast.devices import get_device
+        from perfcast.store import MeasurementStore
+
+        get_device(device)  # a wrong device creates no store
+        writer = MeasurementStore(store)
+    try:
+        res = run_query(model, device=device, store=store, batch_size=batch_size,
+                        input_size=input_size, seq_len=seq_len, mode=mode, precision=precision,
+                        optimizer=optimizer, threads=threads, predictor=predictor,
+                        enqueue=writer.ask if writer else None, use_cache=not no_cache)
+    finally:
+        if writer:
+            writer.close()
     if as_json:
         print_json(res.to_dict())
         return

@@ -66,7 +66,7 @@ def train(
     out_dir: Annotated[str | None, typer.Option(
         "--out", help="Output directory (--recipe: default <data home>/models/<recipe>; to "
                       "rebuild the shipped models from a checkout pass --out "
-                      "perfcast/training/shipped).")] = None,
+                      "perfcast/shipped).")] = None,
     # a filter on the records (no -d: not the --device of the prediction commands)
     device: Annotated[str | None, typer.Option(
         "--device", help="Only records of this device.")] = None,
@@ -97,7 +97,7 @@ def train(
     D --out DIR` trains a predictor on your records; `--init-from M --data D --out DIR` adapts
     a saved or shipped predictor to your measurements (a few dozen are enough)."""
     from perfcast.training import trainer as T
-    from perfcast.training.shipped import manifest
+    from perfcast.shipped import manifest
 
     if list_models:
         rows = manifest()

@@ -94,6 +94,7 @@ def choose_power_limit(model: Any, *, device: str, eta: float = 0.5,
     from perfcast import energy as E
     from perfcast.api import parse_request, predict_workload
     from perfcast.devices import get_device
+    from perfcast.shipped import load_shipped
 
     if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0.0 <= eta <= 1.0:
         raise PerfcastError(f"--eta must be between 0 and 1 (0: time only, 1: energy only), "
@@ -113,7 +114,7 @@ def choose_power_limit(model: Any, *, device: str, eta: float = 0.5,
     flops, moved, kernels = E.step_work(req.cost(), int(p.batch_size), p.mode, p.precision,
                                         req.w.train_optimizer)
     feats = E.step_features(flops, moved, kernels, t / 1e3, dev, p.precision, int(p.batch_size))
-    model_ = E.load_power_model()
+    model_ = load_shipped("power-model")
     rows = E.sweep(model_, feats, dev, t / 1e3, float(eta))
     table = [{"limit_w": r["limit_w"], "power_w": r["power_w"], "time_ms": r["time_s"] * 1e3,
               "energy_j": r["energy_j"], "cost": r["cost"]} for r in rows]

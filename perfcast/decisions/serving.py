@@ -134,8 +134,9 @@ class Replica:
 
     def __init__(self, req, device, arch, batches: list[int]):
         from perfcast.generation import decode_step_seconds, prompt_pass_tokens
-        from perfcast.llm.energy import decode_step_work, load_phase_power, power_bounds
+        from perfcast.llm.energy import decode_step_work, power_bounds
         from perfcast.llm.prefill import ENGINE_PREFILL, estimate_prefill
+        from perfcast.shipped import load_shipped
 
         self.req, self.device, self.arch = req, device, arch
         i, n = req.input_len, req.tensor_parallel
@@ -146,13 +147,13 @@ class Replica:
         chunk = own or ENGINE_PREFILL[req.engine].chunk or i
         k = max(1, chunk // i)
         kw = dict(engine=req.engine, precision=req.precision, input_len=i, n_devices=n,
-                  chunk=own)
+                  chunk=own, constants=load_shipped("llm-prefill"))
         shared = estimate_prefill(arch, device, batch=k, **kw)
         alone = estimate_prefill(arch, device, batch=1, **kw)
         self.t_pre = shared.seconds / k
         self.t_alone = alone.seconds
         self.prefill_passes = alone.passes
-        self.pp = load_phase_power()
+        self.pp = load_shipped("llm-phase-power")
         idle, tdp, _ = power_bounds(device)
         self.idle = idle
         self.has_power = tdp is not None

@@ -8,9 +8,11 @@ range (:func:`limit_range`, :func:`check_power_limit`), its limit response (:met
 at_limit`, :meth:`PowerModel.slowdown`) and :func:`energy_j`. What differs is only where the
 *unconstrained* power (the power at the default limit, TDP) comes from:
 
-* a model graph on a GPU (training or inference): the **power model** shipped here
-  (``power_model.json``, built by ``perfcast train --recipe power --out perfcast/energy`` from
-  the Zeus traces, judged in ``reports/energy/``): a logistic model of the GPU's *activity* —
+* a model graph on a GPU (training or inference): the **power model** (:class:`PowerModel`,
+  shipped as ``perfcast/shipped/power_model.json`` and loaded by
+  ``perfcast.shipped.load_shipped("power-model")``; built by ``perfcast train --recipe power
+  --out perfcast/shipped`` from the Zeus traces, judged in ``reports/energy/``): a logistic
+  model of the GPU's *activity* —
   the fraction of ``TDP − idle`` drawn above idle — on scale-free utilisation features of one
   step, computed from the graph's work and the predicted time (:func:`step_features`);
 * an LLM served by an engine (``--mode generate``): the ``llm-power`` model trained on
@@ -32,14 +34,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
 
 IDLE_FRACTION_OF_TDP = 0.10
-#: The shipped power model (JSON: coefficients, no pickle).
+#: The power model's file name (JSON: coefficients, no pickle).
 MODEL_FILE = "power_model.json"
 #: Per-kernel launch overhead (s) the launch-bound feature counts (the roofline's GPU value).
 LAUNCH_S = 5e-6
@@ -327,30 +328,6 @@ def _soft(x: float, k: float) -> float:
     return (1.0 + max(x, 1e-9) ** -k) ** (-1.0 / k)
 
 
-def model_path() -> Path:
-    """The shipped power model (``$PERFCAST_SHIPPED_DIR/power_model.json`` when that variable
-    points at a folder holding one, else the one in this package)."""
-    import os
-
-    from perfcast.paths import package_data
-
-    env = os.environ.get("PERFCAST_SHIPPED_DIR")
-    if env and (Path(env) / MODEL_FILE).is_file():
-        return Path(env) / MODEL_FILE
-    return package_data("energy", MODEL_FILE)
-
-
-def load_power_model(path: str | Path | None = None) -> PowerModel:
-    """The shipped :class:`PowerModel` (loaded once per process and file)."""
-    return _load(str(Path(path) if path else model_path()))
-
-
-@lru_cache(maxsize=4)
-def _load(path: str) -> PowerModel:
-    return PowerModel.load(path)
-
-
 __all__ = ["FEATURES", "IDLE_FRACTION_OF_TDP", "LIMIT_STEP_W", "LimitRange", "MODEL_FILE",
            "PowerModel", "bounded_power", "candidate_limits", "check_power_limit", "energy_j",
-           "limit_range", "load_power_model", "model_path", "power_bounds", "step_features",
-           "step_work", "sweep", "zeus_cost"]
+           "limit_range", "power_bounds", "step_features", "step_work", "sweep", "zeus_cost"]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from perfcast.energy import IDLE_FRACTION_OF_TDP, bounded_power, energy_j, power
 from perfcast.errors import PerfcastError
 
 PHASE_FORMAT = "perfcast-llm-phase-power/1"
-#: Directory of the shipped coefficients under :func:`perfcast.training.shipped.shipped_dir`.
+#: Directory of the shipped coefficients (``perfcast.shipped.load_shipped("llm-phase-power")``).
 SHIPPED_NAME = "llm-phase-power"
 CONFIG_FILE = "config.json"
 #: Compute utilisation from which a Zeus training step counts as compute-bound (the ceiling).
@@ -95,18 +94,6 @@ class PhasePower:
                                 f"with perfcast train --recipe llm --only phase-power)") from None
 
 
-def load_phase_power() -> PhasePower:
-    """The shipped :class:`PhasePower` (once per process and directory)."""
-    from perfcast.llm.prefill import shipped_folder
-
-    return _load(str(shipped_folder(SHIPPED_NAME)))
-
-
-@lru_cache(maxsize=4)
-def _load(path: str) -> PhasePower:
-    return PhasePower.load(path)
-
-
 def utilisation(flops, nbytes, seconds, device, n_devices: int = 1) -> tuple[Any, Any]:
     """(memory, compute) utilisation per device of work spread over ``n_devices``: bytes ÷
     (time × bandwidth), FLOPs ÷ (time × the spec's 16-bit tensor peak)."""
@@ -133,5 +120,4 @@ def decode_step_work(arch, *, batch: float, context: float, precision: str,
 
 
 __all__ = ["COMPUTE_BOUND_UTILISATION", "IDLE_FRACTION_OF_TDP", "PHASE_FORMAT", "PhasePower",
-           "bounded_power", "decode_step_work", "energy_j", "load_phase_power", "power_bounds",
-           "utilisation"]
+           "bounded_power", "decode_step_work", "energy_j", "power_bounds", "utilisation"]

@@ -47,7 +47,8 @@ FP32-accumulate rate (their spec sheet's FP16 figure) — used when the device's
 GeForce, and stated in the notes.
 
 The constants live in ``llm-prefill/config.json`` of the shipped models
-(``perfcast train --recipe llm --only prefill``); their held-out errors (Vidur's operators
+(``perfcast train --recipe llm --only prefill``; read by
+``perfcast.shipped.load_shipped("llm-prefill")``); their held-out errors (Vidur's operators
 leave-one-GPU-out, llama.cpp's prompt times leave-one-hardware-out) are in ``reports/llm/``
 and give ``ttft_ms``'s interval.
 """
@@ -57,7 +58,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ from perfcast.workload import LLAMA_CPP_N_BATCH, LLAMA_CPP_N_UBATCH
 
 #: Format of ``llm-prefill/config.json``.
 FORMAT = "perfcast-llm-prefill/1"
-#: Directory of the shipped constants under :func:`perfcast.training.shipped.shipped_dir`.
+#: Directory of the shipped constants (``perfcast.shipped.load_shipped("llm-prefill")``).
 SHIPPED_NAME = "llm-prefill"
 CONFIG_FILE = "config.json"
 #: llama.cpp multiplies quantized weights with its own kernels up to this many tokens
@@ -192,30 +192,6 @@ class PrefillConstants:
             raise PerfcastError(f"cannot read the prefill constants {path}: {exc}") from None
 
 
-def load_constants() -> PrefillConstants:
-    """The shipped :class:`PrefillConstants` (``$PERFCAST_SHIPPED_DIR/llm-prefill`` when that
-    variable names a folder holding them, else the package's; once per process and
-    directory)."""
-    return _load(str(shipped_folder(SHIPPED_NAME)))
-
-
-def shipped_folder(name: str) -> Path:
-    """``name`` under ``$PERFCAST_SHIPPED_DIR`` when set (as :func:`perfcast.training.shipped.
-    shipped_dir`), else under the package's shipped models (read without importing the
-    training room)."""
-    import os
-
-    from perfcast.paths import package_data
-
-    env = os.environ.get("PERFCAST_SHIPPED_DIR")
-    return Path(env) / name if env else package_data("training", "shipped") / name
-
-
-@lru_cache(maxsize=4)
-def _load(path: str) -> PrefillConstants:
-    return PrefillConstants.load(path)
-
-
 # --------------------------------------------------------------------------- operators
 def gemm_s(flops, nbytes, peak: float, bw: float, k: dict[str, float], b: float = 1.0):
     """Seconds of GEMM-like operators (arrays): ``τ + ((c/η)^p + (b·m/β)^p)^(1/p)``."""
@@ -313,20 +289,21 @@ def _vendor(device) -> str:
 
 def estimate_prefill(arch: LLMArch, device, *, engine: str, precision: str, batch: int,
                      input_len: int, n_devices: int = 1, chunk: int | None = None,
-                     constants: PrefillConstants | None = None,
+                     constants: PrefillConstants,
                      overheads: dict[str, float] | None = None) -> PrefillEstimate:
     """Forecast the prefill of ``batch`` prompts of ``input_len`` tokens served by ``engine``
     at ``precision`` on ``n_devices`` × ``device`` (tensor parallel, or llama.cpp's layer
     split). ``chunk``: tokens per pass (default the engine's, :data:`ENGINE_PREFILL`);
-    ``constants`` default to the shipped ones; ``overheads`` (``t_pass_s``, ``t_layer_s``)
-    replace the engine's fitted per-pass overheads."""
+    ``constants``: the fitted constants (the shipped ones:
+    ``perfcast.shipped.load_shipped("llm-prefill")``); ``overheads`` (``t_pass_s``,
+    ``t_layer_s``) replace the engine's fitted per-pass overheads."""
     from perfcast.llm.arch import KV_BYTES, WEIGHT_BYTES
     from perfcast.llm.physics import COMPUTE_PRECISION, all_reduce_s
 
     if engine not in ENGINE_PREFILL:
         raise PerfcastError(f"no prefill model for engine {engine!r}")
     eng = ENGINE_PREFILL[engine]
-    k = constants or load_constants()
+    k = constants
     n = max(1, int(n_devices))
     tp = 1 if eng.layer_split else n
     comp = COMPUTE_PRECISION[precision]
@@ -501,4 +478,4 @@ def _overheads(k: PrefillConstants, engine: str, device, given: dict[str, float]
 __all__ = ["ENGINE_PREFILL", "EnginePrefill", "FORMAT", "LLAMA_CPP_MMQ_MAX_TOKENS",
            "LLAMA_CPP_NBATCH", "LLAMA_CPP_UBATCH", "PrefillConstants", "PrefillEstimate",
            "SCORE_BYTES", "estimate_prefill", "gemm_peak", "gemm_s", "is_geforce",
-           "load_constants", "memop_s", "passes", "shipped_folder"]
+           "memop_s", "passes"]

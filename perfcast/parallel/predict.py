@@ -257,18 +257,14 @@ def _power(est_flops: float, est_bytes: float, kernels: float, time_ms: float, d
            precision: str, batch: int, limit_w: float | None) -> tuple[float | None, str]:
     """Mean power per GPU (W) from perfcast.energy's power model on the iteration's per-GPU
     work, bounded to [idle, min(limit, TDP)]."""
-    from perfcast.energy import (
-        check_power_limit,
-        load_power_model,
-        power_bounds,
-        step_features,
-    )
+    from perfcast.energy import check_power_limit, power_bounds, step_features
+    from perfcast.shipped import load_shipped
 
     idle, tdp, _ = power_bounds(device)
     if not tdp:
         return None, f"energy_j: {device.key} has no TDP in its spec"
     limit = check_power_limit(device, limit_w)
-    pm = load_power_model()
+    pm = load_shipped("power-model")
     feats = step_features(est_flops, est_bytes, kernels, time_ms / 1e3, device, precision,
                           batch)
     p, _, _ = pm.step(feats, device, limit)

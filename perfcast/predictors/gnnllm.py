@@ -2,7 +2,7 @@
 
 Architecture::
 
-    forward graph ─ GIN (perfcast.pretrain's GraphMAE encoder, 4 layers, width 128)
+    forward graph ─ GIN (the GraphMAE encoder of perfcast.predictors.encoder, 4 layers, width 128)
                   ─ mean pool (eq. 7.5) ─ projection MLP 128 → 384 → 384 (eq. 7.6) = GraphToken
     LM input (eq. 7.7): [CLS] <graph> GraphToken </graph> prompt [SEP]
         (``<graph>`` / ``</graph>`` are the tokenizer's own text tokens; the prompt is
@@ -29,7 +29,7 @@ another LM is refused.
 ``init`` (where the weights start; the three stages are :mod:`perfcast.training.gnnllm`):
 
 * ``"stage2"`` (default) — the shipped stage-1+2 checkpoint (GraphMAE GIN, projection and LoRA
-  after graph-text adaptation; ``perfcast/pretrain/shipped/gnnllm-stage2``), thesis'
+  after graph-text adaptation; ``perfcast/predictors/shipped_encoders/gnnllm-stage2``), thesis'
   LLM_PRE + GNN_PRE; or a directory written by :func:`perfcast.training.gnnllm.stage2`;
 * ``"gnn"`` — the stage-1 GIN of that checkpoint only, fresh projection, un-adapted LoRA
   (LLM + GNN_PRE);
@@ -70,8 +70,8 @@ LM_MODULE = "all_minilm_l6_v2"
 LM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 LM_DIM = 384
 MAX_TOKENS = 512
-#: The shipped stage-1+2 checkpoint, relative to perfcast/pretrain.
-SHIPPED_STAGE2 = ("pretrain", "shipped", "gnnllm-stage2")
+#: The shipped stage-1+2 checkpoint, relative to the perfcast package.
+SHIPPED_STAGE2 = ("predictors", "shipped_encoders", "gnnllm-stage2")
 STAGE2_META = "gnnllm.json"
 STAGE2_WEIGHTS = "gnnllm.safetensors"
 STAGE2_FORMAT = "perfcast-gnnllm-stage2/1"
@@ -185,8 +185,7 @@ def build_net(gin_meta: dict[str, Any] | None, lora_rank: int, out_dim: int,
     import torch
     from torch import nn
 
-    from perfcast.pretrain.checkpoint import build_encoder
-    from perfcast.pretrain.dataset import import_pyg_quietly
+    from perfcast.predictors.encoder import build_encoder, import_pyg_quietly
 
     import_pyg_quietly()
     from torch_geometric.utils import scatter
@@ -283,7 +282,7 @@ def read_stage2(path) -> tuple[dict[str, Any], dict[str, Any]]:
     if meta.get("format") != STAGE2_FORMAT:
         raise PerfcastError(f"{path}: checkpoint format {meta.get('format')!r}, expected "
                             f"{STAGE2_FORMAT!r}")
-    from perfcast.pretrain.checkpoint import graph_layout
+    from perfcast.predictors.encoder import graph_layout
 
     if meta.get("gin", {}).get("graph_layout") != graph_layout():
         raise PerfcastError(f"{path}: GIN pre-trained on node layout "
@@ -363,7 +362,7 @@ class GNNLLM(WarmStart, Predictor):
         """Fresh network per ``init`` / ``representation`` (module doc); sets ``arch_``."""
         import torch
 
-        from perfcast.pretrain.checkpoint import FORMAT, graph_layout
+        from perfcast.predictors.encoder import FORMAT, graph_layout
         from perfcast.predictors.gnn import _node_stats
 
         torch.manual_seed(int(p["seed"]))
@@ -506,7 +505,7 @@ class GNNLLM(WarmStart, Predictor):
                                "gpos": len(pre)}
         if rep == "graph":
             out["x"] = {g: fs.graphs[g].x.float() for g in np.unique(fs.graph_index).tolist()}
-            from perfcast.pretrain.checkpoint import message_edges
+            from perfcast.predictors.encoder import message_edges
 
             out["ei"] = {g: message_edges(fs.graphs[g].edge_index.long()) for g in out["x"]}
         if targets is not None:
@@ -518,7 +517,7 @@ class GNNLLM(WarmStart, Predictor):
         """Standardised predictions ``[len(rows), out_dim]``."""
         import torch
 
-        from perfcast.pretrain.checkpoint import collate
+        from perfcast.predictors.encoder import collate
 
         net = self.net_
         ids, attn = pad([t["seqs"][i] for i in rows.tolist()])

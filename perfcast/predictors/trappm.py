@@ -17,7 +17,7 @@ could learn, but it gives that layer O(1) inputs (the paper's randomly initialis
 started at an MSE of 5·10¹² — raw sums over thousands of nodes).
 
 ``encoder``: ``"shipped"`` (default: the encoder pre-trained on perfcast's corpus that ships
-with the package, :func:`~perfcast.pretrain.checkpoint.shipped_encoder_dir`), a directory
+with the package, :func:`~perfcast.predictors.encoder.shipped_encoder_dir`), a directory
 written by ``perfcast pretrain`` (``encoder.json`` + ``encoder.safetensors``), or ``"random"``
 (or ``None``) — a **randomly initialised** frozen encoder of the same
 architecture (``encoder_method``, ``encoder_hidden``, ``encoder_layers``; seeded by ``seed``,
@@ -73,13 +73,13 @@ class TraPPM(GNNRegressor):
             self._emb_cache = None
 
     def _make_encoder(self, train: FeatureSet, p: dict[str, Any]):
-        from perfcast.pretrain.checkpoint import load_encoder, random_encoder
+        from perfcast.predictors.encoder import load_encoder, random_encoder
 
         in_dim = int(train.graphs[0].x.shape[1])
         source = p["encoder"]
         if source not in (None, "", "random"):
             if source == "shipped":
-                from perfcast.pretrain.checkpoint import shipped_encoder_dir
+                from perfcast.predictors.encoder import shipped_encoder_dir
 
                 source = shipped_encoder_dir()
             enc = load_encoder(source)
@@ -108,7 +108,7 @@ class TraPPM(GNNRegressor):
         each graph is embedded once (cached across the train / valid sets of a fit)."""
         import torch
 
-        from perfcast.pretrain.checkpoint import message_edges
+        from perfcast.predictors.encoder import message_edges
 
         cache = getattr(self, "_emb_cache", None)
         cache = {} if cache is None else cache
@@ -153,7 +153,7 @@ class TraPPM(GNNRegressor):
         return tensors, {**state, "encoder": self.encoder_.meta}
 
     def _set_state(self, tensors: dict[str, Any], state: dict[str, Any]) -> None:
-        from perfcast.pretrain.checkpoint import PretrainedEncoder
+        from perfcast.predictors.encoder import PretrainedEncoder
 
         need = ("emb_mean", "emb_std", "encoder_node_mean", "encoder_node_std")
         missing = [k for k in need if k not in tensors]

@@ -8,7 +8,9 @@
   epochs), ``history`` (per epoch: ``loss``, ``seconds``, ``graphs``), ``corpus``
   (``dir``, ``graphs``, ``nodes``), ``seconds`` (total training time over all runs), versions.
 * ``encoder.safetensors`` — the encoder's ``state_dict`` (weights and BatchNorm statistics),
-  all that is needed downstream.
+  all that is needed downstream: read by :mod:`perfcast.predictors.encoder` (the runtime side:
+  the encoder's architecture, :func:`~perfcast.predictors.encoder.load_encoder`, the shipped
+  encoder), whose names this module re-exports for the pre-training code.
 * ``optimizer.safetensors`` — what only resuming needs: Adam's state flattened
   (``optim.<param>.<key>``; ``param_groups`` as JSON in the file metadata) and the pretext-task
   weights that are not part of the encoder (GraphMAE's mask token, projection and decoder,
@@ -24,43 +26,29 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from perfcast.errors import PerfcastError
-from perfcast.paths import package_data
+from perfcast.predictors.encoder import (  # noqa: F401  (the pre-training code's names)
+    ARCH_KEYS,
+    FORMAT,
+    META_FILE,
+    WEIGHTS_FILE,
+    PretrainedEncoder,
+    build_encoder,
+    collate,
+    graph_layout,
+    load_encoder,
+    message_edges,
+    random_encoder,
+    read_meta,
+    read_tensors,
+)
 
-FORMAT = "perfcast-encoder/1"
-META_FILE = "encoder.json"
-WEIGHTS_FILE = "encoder.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
-#: Hyper-parameters that fix the encoder's architecture.
-ARCH_KEYS = ("hidden", "layers", "dropout", "final_act")
-
-
-#: The encoder that ships with perfcast (``trappm``'s default ``encoder="shipped"``), relative to
-#: this package; written by ``benchmarks/trappm_pretrain.sh``.
-SHIPPED_ENCODER = "shipped/corpus-gae-c128"
-
-
-def shipped_encoder_dir() -> Path:
-    """Directory of the shipped pre-trained encoder (``encoder.json`` + ``encoder.safetensors``)."""
-    d = package_data("pretrain", SHIPPED_ENCODER)
-    if not (d / META_FILE).exists():
-        raise PerfcastError(f"the shipped encoder is missing ({d}); reinstall perfcast or give "
-                            f"trappm an encoder directory (perfcast pretrain --out DIR)")
-    return d
-
-
-def graph_layout() -> str:
-    from perfcast.features.encode import GRAPH_LAYOUT_VERSION
-
-    return GRAPH_LAYOUT_VERSION
 
 
 @contextlib.contextmanager
@@ -105,46 +93,11 @@ def write_checkpoint(out: Path, meta: dict[str, Any], encoder, optimizer, pretex
         write_file_atomically(out / META_FILE, json.dumps(meta, indent=1))
 
 
-def read_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """``encoder.json`` of an encoder directory, checked for format and graph layout."""
-    path = Path(path)
-    mpath = path / META_FILE
-    if not mpath.exists():
-        raise PerfcastError(f"{path}: not a pre-trained encoder (no {META_FILE}; "
-                            f"make one with perfcast pretrain)")
-    try:
-        meta = json.loads(mpath.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PerfcastError(f"{mpath}: unreadable encoder metadata ({exc})") from None
-    if meta.get("format") != FORMAT:
-        raise PerfcastError(f"{path}: encoder format {meta.get('format')!r}, this perfcast "
-                            f"reads {FORMAT!r} — retrain it (perfcast pretrain)")
-    if meta.get("graph_layout") != graph_layout():
-        raise PerfcastError(f"{path}: encoder was pre-trained on node-feature layout "
-                            f"{meta.get('graph_layout')!r}, this perfcast computes "
-                            f"{graph_layout()!r} — retrain it (perfcast pretrain)")
-    return meta
-
-
-def _load_st(path: Path):
-    from safetensors import SafetensorError, safe_open
-    from safetensors.torch import load_file
-
-    if not path.exists():
-        raise PerfcastError(f"{path} is missing; re-run perfcast pretrain (--no-resume)")
-    try:
-        with safe_open(str(path), "pt") as f:
-            md = f.metadata() or {}
-        return load_file(str(path)), md
-    except (SafetensorError, OSError) as exc:
-        raise PerfcastError(f"{path}: corrupt checkpoint file ({exc})") from None
-
-
 def read_checkpoint(path: Path, meta: dict[str, Any]):
     """``(encoder_state, optimizer_state_dict, pretext)`` of a checkpoint whose files agree on
     the epoch."""
-    weights, wmd = _load_st(path / WEIGHTS_FILE)
-    opt, omd = _load_st(path / OPTIM_FILE)
+    weights, wmd = read_tensors(path / WEIGHTS_FILE)
+    opt, omd = read_tensors(path / OPTIM_FILE)
     epoch = str(meta["epoch"])
     if wmd.get("epoch") != epoch or omd.get("epoch") != epoch:
         raise PerfcastError(f"{path}: checkpoint files disagree (epochs {epoch}, "
@@ -159,146 +112,3 @@ def read_checkpoint(path: Path, meta: dict[str, Any]):
         elif k.startswith("pretext."):
             pretext[k[len("pretext."):]] = v
     return weights, {"state": state, "param_groups": json.loads(omd["param_groups"])}, pretext
-
-
-class PretrainedEncoder:
-    """A frozen encoder (eval mode) with its node standardisation and metadata.
-
-    ``embed(x, edge_index, batch, num_graphs)`` → ``[num_graphs, dim]`` sum-pooled node
-    embeddings of a collated disjoint union: ``x`` the *raw* node matrices (standardised here
-    with the corpus statistics), ``edge_index`` the message-passing edges — the data-flow edges
-    in both directions, as in pre-training (:func:`message_edges`).
-    """
-
-    def __init__(self, module, node_mean: np.ndarray, node_std: np.ndarray,
-                 meta: dict[str, Any]) -> None:
-        import torch
-
-        self.module = module.eval()
-        for p in self.module.parameters():
-            p.requires_grad_(False)
-        self.node_mean = np.asarray(node_mean, np.float32)
-        self.node_std = np.asarray(node_std, np.float32)
-        self._mean = torch.from_numpy(self.node_mean)
-        self._std = torch.from_numpy(self.node_std)
-        self.meta = meta
-
-    @property
-    def method(self) -> str:
-        return self.meta["method"]
-
-    @property
-    def dim(self) -> int:
-        return int(self.meta["params"]["hidden"])
-
-    @property
-    def in_dim(self) -> int:
-        return int(self.meta["in_dim"])
-
-    def embed(self, x, edge_index, batch, num_graphs: int):
-        import torch
-        from torch_geometric.utils import scatter
-
-        with torch.no_grad():
-            z = self.module((x.float() - self._mean) / self._std, edge_index)
-            return scatter(z, batch, dim=0, dim_size=num_graphs, reduce="sum")
-
-    def embed_graphs(self, graphs: list, chunk: int = 64):
-        """``[len(graphs), dim]`` embeddings of PyG graphs (``x``, directed ``edge_index``)."""
-        import torch
-
-        out = []
-        for b in range(0, len(graphs), chunk):
-            part = graphs[b:b + chunk]
-            x, ei, batch = collate([d.x for d in part], [message_edges(d.edge_index) for d in part])
-            out.append(self.embed(x, ei, batch, len(part)))
-        return torch.cat(out) if out else torch.zeros(0, self.dim)
-
-    def tensors(self) -> dict[str, Any]:
-        """Weights and node statistics (to embed the encoder in a predictor's file)."""
-        t = {f"encoder.{k}": v for k, v in self.module.state_dict().items()}
-        t.update({"encoder_node_mean": self.node_mean, "encoder_node_std": self.node_std})
-        return t
-
-    @classmethod
-    def from_tensors(cls, tensors: dict[str, Any], meta: dict[str, Any]) -> PretrainedEncoder:
-        """Inverse of :meth:`tensors` (``meta`` as in ``encoder.json``, at least ``method``,
-        ``params``, ``in_dim``)."""
-        module = build_encoder(meta)
-        sd = {k[len("encoder."):]: v for k, v in tensors.items() if k.startswith("encoder.")}
-        try:
-            module.load_state_dict(sd)
-        except RuntimeError as exc:
-            raise PerfcastError(f"encoder weights do not match its architecture ({exc}); "
-                                f"retrain it") from None
-        return cls(module, _np(tensors["encoder_node_mean"]), _np(tensors["encoder_node_std"]),
-                   meta)
-
-    def __repr__(self) -> str:
-        return (f"PretrainedEncoder(method={self.method!r}, dim={self.dim}, "
-                f"epoch={self.meta.get('epoch')})")
-
-
-def _np(v) -> np.ndarray:
-    return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
-
-
-def build_encoder(meta: dict[str, Any]):
-    """An (untrained) encoder module of the architecture ``meta`` describes."""
-    from perfcast.pretrain.models import METHOD_CONV, Encoder
-
-    p = meta["params"]
-    if meta.get("method") not in METHOD_CONV:
-        raise PerfcastError(f"unknown encoder method {meta.get('method')!r}")
-    return Encoder(int(meta["in_dim"]), int(p["hidden"]), int(p["layers"]),
-                   METHOD_CONV[meta["method"]], float(p["dropout"]), bool(p["final_act"]))
-
-
-def random_encoder(method: str, in_dim: int, hidden: int, layers: int, node_mean, node_std,
-                   seed: int = 0, final_act: bool = True) -> PretrainedEncoder:
-    """A randomly initialised (seeded) frozen encoder of ``method``'s architecture — the
-    "random encoder" ablation."""
-    import torch
-
-    from perfcast.pretrain.models import DEFAULT_DROPOUT
-
-    if method not in DEFAULT_DROPOUT:
-        raise PerfcastError(f"unknown encoder method {method!r} (use gae or graphmae)")
-    meta = {"format": FORMAT, "method": method, "random": True, "in_dim": int(in_dim),
-            "graph_layout": graph_layout(), "epoch": 0, "seed": int(seed),
-            "params": {"hidden": int(hidden), "layers": int(layers),
-                       "dropout": DEFAULT_DROPOUT[method], "final_act": bool(final_act)}}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        module = build_encoder(meta)
-    return PretrainedEncoder(module, node_mean, node_std, meta)
-
-
-def load_encoder(path: str | os.PathLike) -> PretrainedEncoder:
-    """The encoder of a ``perfcast pretrain`` output directory (see module doc)."""
-    path = Path(path)
-    meta = read_meta(path)
-    weights, _ = _load_st(path / WEIGHTS_FILE)
-    tensors = {f"encoder.{k}": v for k, v in weights.items()}
-    tensors["encoder_node_mean"] = np.asarray(meta["node_mean"], np.float32)
-    tensors["encoder_node_std"] = np.asarray(meta["node_std"], np.float32)
-    return PretrainedEncoder.from_tensors(tensors, meta)
-
-
-def message_edges(edge_index):
-    """Directed data-flow edges → message-passing edges (both directions)."""
-    import torch
-
-    return torch.cat([edge_index, edge_index.flip(0)], dim=1) if edge_index.numel() else edge_index
-
-
-def collate(xs: list, eis: list):
-    """Disjoint union ``(x, edge_index, batch)`` of per-graph node matrices and edge lists
-    (edges stay grouped by graph, in order)."""
-    import torch
-
-    sizes = [int(x.shape[0]) for x in xs]
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
-    ei = torch.cat([e + o for e, o in zip(eis, offsets)], dim=1)
-    batch = torch.repeat_interleave(torch.arange(len(xs)), torch.as_tensor(sizes))
-    return torch.cat(xs, dim=0), ei, batch

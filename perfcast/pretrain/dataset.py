@@ -20,24 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from perfcast.errors import PerfcastError
+from perfcast.predictors.encoder import import_pyg_quietly
 
 #: Node-feature standard deviations are floored at this value before standardising: a one-hot
 #: column of an operator seen on 1 node in 10⁵ has std ≈ 0.003 and would become ≈ 300 on those
 #: nodes; the floor caps it at ≈ 100.
 STD_FLOOR = 1e-2
-
-
-def import_pyg_quietly():
-    """:func:`perfcast.features.pyg.import_pyg` without torch_geometric's import-time
-    ``torch.jit.script`` deprecation warnings."""
-    import warnings
-
-    from perfcast.features.pyg import import_pyg
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=FutureWarning)
-        import_pyg()
-        import torch_geometric.nn  # noqa: F401  (where the warnings come from)
 
 
 def corpus_files(corpus_dir: str | os.PathLike, limit: int | None = None) -> list[Path]:

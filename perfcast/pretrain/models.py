@@ -1,12 +1,13 @@
-"""Encoder and pre-training objectives (torch modules).
+"""Pre-training objectives (torch modules) around the encoder.
 
-:class:`Encoder` — TraPPM §IV-B: ``layers`` graph convolutions (default 4), the first to
-``2·hidden`` channels, the others to ``hidden`` (TraPPM's c, 512 in the paper); each followed by
-BatchNorm → ReLU → Dropout (0.5 in TraPPM). ``conv="sage"`` (GraphSAGE, mean aggregation) is
-TraPPM's GAE encoder, ``conv="gin"`` (GIN, MLP Linear → ReLU → Linear) GraphMAE's.
-``final_act=False`` drops the block after the last convolution (the paper keeps it; then
-every ``σ(zᵢ·zⱼ) ≥ 0.5`` because ``Z ≥ 0`` and the negative-edge BCE cannot go below log 2 —
-consistent with the paper's final loss of 0.93).
+:class:`Encoder` — TraPPM §IV-B, in :mod:`perfcast.predictors.encoder_net` where the
+predictors that answer with a pre-trained encoder read it: ``layers`` graph convolutions
+(default 4), the first to ``2·hidden`` channels, the others to ``hidden`` (TraPPM's c, 512 in
+the paper); each followed by BatchNorm → ReLU → Dropout (0.5 in TraPPM). ``conv="sage"``
+(GraphSAGE, mean aggregation) is TraPPM's GAE encoder, ``conv="gin"`` (GIN, MLP Linear → ReLU →
+Linear) GraphMAE's. ``final_act=False`` drops the block after the last convolution (the paper
+keeps it; then every ``σ(zᵢ·zⱼ) ≥ 0.5`` because ``Z ≥ 0`` and the negative-edge BCE cannot go
+below log 2 — consistent with the paper's final loss of 0.93).
 
 ``"gae"``: ``torch_geometric.nn.GAE`` with this encoder, the inner-product decoder ``σ(ZZᵀ)``
 and ``GAE.recon_loss`` (BCE with ε = 1e-15 on positive edges and as many negatively sampled
@@ -25,47 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfcast.pretrain.dataset import import_pyg_quietly
+from perfcast.predictors.encoder import DEFAULT_DROPOUT, METHOD_CONV, import_pyg_quietly
+from perfcast.predictors.encoder_net import Encoder, gin as _gin
 from perfcast.workload import PRETRAIN_METHODS as METHODS
 
 import_pyg_quietly()
-from torch_geometric.nn import GAE, GINConv, SAGEConv  # noqa: E402
+from torch_geometric.nn import GAE  # noqa: E402
 from torch_geometric.utils import batched_negative_sampling  # noqa: E402
-
-#: Convolution of each method's encoder.
-METHOD_CONV = {"gae": "sage", "graphmae": "gin"}
-#: Default dropout per method (TraPPM: 0.5; GraphMAE's feature dropout: 0.2).
-DEFAULT_DROPOUT = {"gae": 0.5, "graphmae": 0.2}
-
-
-def _gin(i: int, o: int, h: int | None = None) -> GINConv:
-    h = o if h is None else h
-    return GINConv(nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o)))
-
-
-class Encoder(nn.Module):
-    """Node encoder ``[N, in_dim] → [N, hidden]`` (module doc)."""
-
-    def __init__(self, in_dim: int, hidden: int, layers: int = 4, conv: str = "sage",
-                 dropout: float = 0.5, final_act: bool = True) -> None:
-        super().__init__()
-        if conv not in ("sage", "gin"):
-            raise ValueError(f"unknown encoder conv {conv!r}")
-        dims = [in_dim] + [2 * hidden if (i == 0 and layers > 1) else hidden for i in range(layers)]
-        make = (lambda a, b: SAGEConv(a, b, aggr="mean")) if conv == "sage" else _gin
-        self.convs = nn.ModuleList(make(a, b) for a, b in zip(dims, dims[1:]))
-        n_norm = layers if final_act else layers - 1
-        self.norms = nn.ModuleList(nn.BatchNorm1d(b) for b in dims[1:1 + n_norm])
-        self.dropout = float(dropout)
-        self.out_dim = hidden
-
-    def forward(self, x, edge_index):
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
-            if i < len(self.norms):
-                x = F.dropout(F.relu(self.norms[i](x)), self.dropout, self.training)
-        return x
-
 
 class GraphMAE(nn.Module):
     """Masked graph autoencoder around an :class:`Encoder` (module doc)."""
@@ -119,3 +86,7 @@ def gae_loss(model: GAE, x, mp_edges, pos_edges, batch):
     z = model.encode(x, mp_edges)
     neg = batched_negative_sampling(mp_edges, batch, num_neg_samples=0.5)
     return model.recon_loss(z, pos_edges, neg)
+
+
+__all__ = ["DEFAULT_DROPOUT", "METHODS", "METHOD_CONV", "Encoder", "GraphMAE", "build",
+           "gae_loss", "sce_loss"]

@@ -8,7 +8,9 @@ different machines write into it at once (their rows are upserts on the configur
 key: no duplicate, no lost row; each configuration is claimed by one collector while it is
 measured, :meth:`perfcast.store.lock.PgAdvisoryLock.claim`). A URL's password is masked in every
 message (:func:`display_url`, :func:`scrub`). :meth:`MeasurementStore.collector_lock` is the
-one-collector-per-store-and-machine lock (:mod:`perfcast.store.lock`).
+one-collector-per-store-and-machine lock (:mod:`perfcast.store.lock`). Reading a store for a
+prediction is runtime code (:mod:`perfcast.measured`: no schema, no writes); this module
+writes it.
 
 A configuration is identified by :func:`config_key` — model, batch, input size, sequence length,
 mode, precision, optimizer, device, threads and a ``repeat`` index (0 = first measurement,
@@ -34,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.measured import display_url, find_rows, scrub  # noqa: F401  (re-exported)
+from perfcast.measured import first_line as _first_line
+from perfcast.measured import store_url as _url
 from perfcast.workload import DEFAULT_OPTIMIZER, Workload
 
 STATUSES = ("ok", "oom", "timeout", "failed")
@@ -133,10 +137,6 @@ class Measurement:
     duration_s: float | None = None
     created_at: str | None = None
     host: str | None = None  # the machine that measured (None: this one, when it is stored)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _table(metadata, version: int = SCHEMA_VERSION):
@@ -230,55 +230,6 @@ _ROWCOUNT = {"preserve_rowcount": True}
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _url(target: str | os.PathLike) -> str:
-    """A path → a ``sqlite:///`` URL; a PostgreSQL URL without a driver → psycopg 3's."""
-    t = str(target)
-    if "://" in t:
-        scheme, rest = t.split("://", 1)
-        if scheme in ("postgresql", "postgres"):
-            return f"postgresql+psycopg://{rest}"
-        return t
-    return f"sqlite:///{Path(t).expanduser().resolve()}"
-
-
-def display_url(target: str | os.PathLike) -> str:
-    """``target`` as shown in messages and summaries: a URL with its password masked
-    (``postgresql://u:***@host/db``), a path as given."""
-    t = str(target)
-    if "://" not in t:
-        return t
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(t).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - unparsable: mask what looks like user:password@
-        return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", t)
-
-
-def scrub(text: str, target) -> str:
-    """``text`` (e.g. a driver's error message) with the password of ``target`` (a URL string
-    or a sqlalchemy ``URL``) replaced by ``***`` and the URL itself masked."""
-    from urllib.parse import quote
-
-    if not isinstance(target, str):  # a sqlalchemy URL
-        password = getattr(target, "password", None)
-    else:
-        if "://" not in target:
-            return text
-        text = text.replace(target, display_url(target))
-        try:
-            from sqlalchemy.engine import make_url
-
-            password = make_url(target).password
-        except Exception:  # noqa: BLE001
-            m = re.search(r"://[^/@:]*:([^@/]*)@", target)
-            password = m.group(1) if m else None
-    if password:
-        for form in {str(password), quote(str(password), safe="")}:
-            text = text.replace(form, "***")
-    return text
 
 
 class MeasurementStore:
@@ -540,6 +491,12 @@ class MeasurementStore:
                     added += 1
         return added
 
+    def ask(self, workload: Workload, device: str, threads: int | None = None) -> bool:
+        """Queue one configuration (repeat 0) of ``workload`` on ``device``: ``True`` when it
+        was added, ``False`` when already queued or measured — the ``enqueue`` of
+        :func:`perfcast.query.query` (``perfcast query --measure-missing``)."""
+        return self.enqueue([MeasureConfig(workload, device, threads, 0)]) > 0
+
     def queued(self, device: str | None = None) -> list[MeasureConfig]:
         """The queued configurations (of ``device`` only, when given), oldest first."""
         from sqlalchemy import select
@@ -586,19 +543,11 @@ class MeasurementStore:
              optimizer: str | None = None, threads: int | None = None) -> list[dict[str, Any]]:
         """Rows of one workload on one device — every thread count and repeat unless
         ``threads`` is given — as dicts of the store's columns (``env_json`` kept as text),
-        oldest first. Served by the index ``ix_measurements_lookup``."""
-        from sqlalchemy import select
-
-        t = self.table
-        q = select(t).where(t.c.model == model, t.c.device == device, t.c.mode == mode,
-                            t.c.precision == precision, t.c.batch_size == int(batch_size))
-        for col, v in (("input_size", input_size), ("seq_len", seq_len),
-                       ("optimizer", optimizer)):
-            q = q.where(t.c[col].is_(None) if v is None else t.c[col] == v)
-        if threads is not None:
-            q = q.where(t.c.threads == threads)
+        oldest first (:func:`perfcast.measured.find_rows`, the look-up readers share)."""
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q.order_by(t.c.id))]
+            return find_rows(conn, self.table, model=model, device=device, mode=mode,
+                             precision=precision, batch_size=batch_size, input_size=input_size,
+                             seq_len=seq_len, optimizer=optimizer, threads=threads)
 
     def delete(self, keys: Iterable[str]) -> int:
         self._writable()

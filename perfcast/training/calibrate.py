@@ -113,7 +113,7 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
     from perfcast.profiler.collect import CollectSettings, collect
     from perfcast.profiler.micro import measure_machine
     from perfcast.store import MeasurementStore
-    from perfcast.training import shipped
+    from perfcast import shipped
     from perfcast.training.trainer import adapt_predictor, hold_out_models
 
     if not minutes > 0:
@@ -223,7 +223,7 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
 def _write_user_manifest(root: Path, device: str, name: str, pred, entry: dict) -> None:
     """Put ``name``'s entries (one per mode) first in the user's manifest, keeping the others
     (a damaged manifest is rewritten)."""
-    from perfcast.training.shipped import manifest
+    from perfcast.shipped import manifest
     from perfcast.training.trainer import write_manifest
 
     try:

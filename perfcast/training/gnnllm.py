@@ -1,6 +1,6 @@
 """The GNN+LLM recipe (thesis ch. 7.4.3): stage 1 and stage 2, ending in the shipped checkpoint.
 
-    perfcast train --recipe gnnllm --out perfcast/pretrain/shipped/gnnllm-stage2
+    perfcast train --recipe gnnllm --out perfcast/predictors/shipped_encoders/gnnllm-stage2
 
 1. **GNN pre-training** — GraphMAE (:func:`perfcast.pretrain.pretrain`, ``method="graphmae"``:
    GIN encoder 4 layers / width 128, 50 % of the nodes masked by a learnable token, GIN decoder,
@@ -47,7 +47,8 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 
-COMMAND = "perfcast train --recipe gnnllm --out perfcast/pretrain/shipped/gnnllm-stage2"
+COMMAND = ("perfcast train --recipe gnnllm --out "
+           "perfcast/predictors/shipped_encoders/gnnllm-stage2")
 STAGE2_PROMPT = "summarise the graph"
 P_NUMBER = 0.5
 P_WORD = 0.1

@@ -12,16 +12,16 @@ Each is trained on every row of its source (the loaders' documented drops aside)
 ``<out>/llm-<target>/`` (``config.json`` + ``model.safetensors``). The shipped ones are rebuilt,
 byte for byte (fixed seeds), from a checkout with::
 
-    perfcast train --recipe llm --out perfcast/training/shipped
+    perfcast train --recipe llm --out perfcast/shipped
 
 (without ``--out`` into ``<data home>/models/llm``, used through ``PERFCAST_SHIPPED_DIR``, as
-every recipe). ``trained_on`` names the source file, its SHA-256 and this command.
+every recipe). ``trained_on`` names the source file, its SHA-256 and this command. The
+prediction path reads them through :func:`perfcast.shipped.load_shipped` (``llm-latency``, …).
 """
 
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,7 @@ def train_llm(out_root: str | Path | None = None, only: list[str] | None = None
                          "models": int(df["model"].nunique()),
                          "engines": sorted(df["framework"].unique().tolist()),
                          "evaluation": "reports/llm/README.md",
-                         "command": "perfcast train --recipe llm --out perfcast/training/shipped"}
+                         "command": "perfcast train --recipe llm --out perfcast/shipped"}
         m.save(root / name)
         out[name] = {"records": len(df), "path": str(root / name)}
     if "prefill" in parts:
@@ -92,19 +92,4 @@ def train_llm(out_root: str | Path | None = None, only: list[str] | None = None
     return {"models": out, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def load_llm_model(target: str):
-    """The shipped model of ``target`` (:data:`LLM_MODELS`), loaded once per process and
-    directory."""
-    from perfcast.training.shipped import shipped_dir
-
-    return _load(str(shipped_dir() / LLM_MODELS[target][2]))
-
-
-@lru_cache(maxsize=8)
-def _load(path: str):
-    from perfcast.llm.model import LLMGenerationPredictor
-
-    return LLMGenerationPredictor.load(path)
-
-
-__all__ = ["LLM_MODELS", "LLM_PARTS", "load_llm_model", "train_llm"]
+__all__ = ["LLM_MODELS", "LLM_PARTS", "train_llm"]

@@ -52,11 +52,12 @@ def prefill_per_request(arch, device, *, precision: str, input_len: int, n_devic
     """(GPU-seconds of one request's prefill on a vLLM server, prompts sharing its chunk; the
     :class:`~perfcast.llm.prefill.PrefillEstimate` of the shared pass, its prompts)."""
     from perfcast.llm.prefill import ENGINE_PREFILL, estimate_prefill
+    from perfcast.shipped import load_shipped
 
     k = max(1, ENGINE_PREFILL["vllm"].chunk // max(1, input_len))
     pre = estimate_prefill(arch, device, engine="vllm", precision=precision, batch=k,
                            input_len=input_len, n_devices=n_devices,
-                           constants=prefill_constants)
+                           constants=prefill_constants or load_shipped("llm-prefill"))
     return pre.seconds / k, pre, k
 
 
@@ -66,9 +67,9 @@ def decode_steps(frame: pd.DataFrame, prompt_len, latency_model=None, batch_col=
     prompt tokens (array) and the row's output length: the learned latency model's decode steps
     of a static batch (``latency_model``, default the shipped one) ÷ (output − 1)."""
     from perfcast.llm.model import features
-    from perfcast.training.llm import load_llm_model
+    from perfcast.shipped import load_shipped
 
-    lat = latency_model or load_llm_model("latency_s")
+    lat = latency_model or load_shipped("llm-latency")
     o = frame["output_len"].round().clip(lower=2).astype(int).to_numpy()
     b = frame[batch_col].round().clip(lower=1).astype(int).to_numpy()
     rows = pd.DataFrame({"model": frame["model"].to_numpy(),
@@ -217,14 +218,15 @@ def train_phase_power(out_root: str | Path) -> dict[str, Any]:
     from perfcast.llm.energy import SHIPPED_NAME, PhasePower
     from perfcast.paths import public_data_dir
 
-    from perfcast.llm.prefill import SHIPPED_NAME as PREFILL, PrefillConstants, load_constants
+    from perfcast.llm.prefill import SHIPPED_NAME as PREFILL, PrefillConstants
+    from perfcast.shipped import load_shipped
 
     t0 = time.perf_counter()
     ceiling, n_zeus = zeus_ceiling()
     me = load_mlenergy()
     fresh = Path(out_root) / PREFILL
     consts = PrefillConstants.load(fresh) if (fresh / "config.json").is_file() \
-        else load_constants()
+        else load_shipped(PREFILL)
     prompts = fit_prompt_lengths(me, prefill_constants=consts)
     ph = serving_phases(me, prefill_constants=consts,
                         prompt_len=me["subtask"].fillna("all").map(prompts).to_numpy())
@@ -245,8 +247,7 @@ def train_phase_power(out_root: str | Path) -> dict[str, Any]:
                          "prompt_lengths": "not published by ML.ENERGY: fitted per workload "
                                            "(fit_prompt_lengths) on the measured token times"},
         "evaluation": "reports/llm/serving.md",
-        "command": "perfcast train --recipe llm --only phase-power --out "
-                   "perfcast/training/shipped"})
+        "command": "perfcast train --recipe llm --only phase-power --out perfcast/shipped"})
     path = pp.save(Path(out_root) / SHIPPED_NAME)
     return {"path": str(path.parent), "records": int(len(me)),
             "seconds": round(time.perf_counter() - t0, 1)}

@@ -1,6 +1,6 @@
 """The shipped power model (:mod:`perfcast.energy`), trained on the Zeus traces.
 
-    perfcast train --recipe power --out perfcast/energy     # rebuild the shipped file
+    perfcast train --recipe power --out perfcast/shipped     # rebuild the shipped file
 
 (without ``--out`` into ``<data home>/models/power``; use it through ``PERFCAST_SHIPPED_DIR``).
 Fixed and deterministic: the same traces give the same file, byte for byte.
@@ -34,7 +34,7 @@ import pandas as pd
 
 #: L2 penalty on the standardised activity coefficients.
 RIDGE = 1e-3
-COMMAND = "perfcast train --recipe power --out perfcast/energy"
+COMMAND = "perfcast train --recipe power --out perfcast/shipped"
 #: Precision the Zeus workloads trained at (their code: fp32 PyTorch, no autocast).
 ZEUS_PRECISION = "fp32"
 

@@ -307,13 +307,14 @@ def engine_model_overheads(out_root: str | Path | None = None, model=None
     the one in ``out_root``, else the shipped one), as it resolves an engine it never saw on a
     vendor (that vendor's vLLM, the engine pooled, all pooled)."""
     from perfcast.llm.model import LLMGenerationPredictor
-    from perfcast.training.llm import LLM_MODELS, load_llm_model
+    from perfcast.shipped import load_shipped
+    from perfcast.training.llm import LLM_MODELS
 
     if model is None:
         fresh = Path(out_root) / LLM_MODELS["latency_s"][2] if out_root else None
         model = LLMGenerationPredictor.load(fresh) if fresh and (fresh / "config.json"
                                                                  ).is_file() \
-            else load_llm_model("latency_s")
+            else load_shipped(LLM_MODELS["latency_s"][2])
     member = model.members_[0] if getattr(model, "members_", None) else model
     out = {}
     for e in OVERHEAD_ENGINES:
@@ -383,7 +384,7 @@ def train_prefill(out_root: str | Path) -> dict[str, Any]:
                     "the largest), each accelerator held out, widened to the operators'",
                     "evaluation": "reports/llm/serving.md",
                     "command": "perfcast train --recipe llm --only prefill --out "
-                               "perfcast/training/shipped"})
+                               "perfcast/shipped"})
     path = k.save(Path(out_root) / SHIPPED_NAME)
     return {"path": str(path.parent), "records": int(len(ops) + len(diffs)),
             "seconds": round(time.perf_counter() - t0, 1)}

@@ -138,7 +138,7 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
     held-out scores land in ``trained_on["transfer"]``."""
     from perfcast.labeled.frames import feature_set
     from perfcast.predictors import load_predictor
-    from perfcast.training.shipped import manifest, shipped_dir
+    from perfcast.shipped import entry_path, manifest
 
     if transfer not in TRANSFER_RECIPES:
         raise unknown_choice("transfer recipe", transfer, TRANSFER_RECIPES)
@@ -149,7 +149,7 @@ def fine_tune(init_from: str, data: str | os.PathLike, out: str | os.PathLike, *
             raise PerfcastError(f"--init-from {init_from!r}: no such directory and no shipped "
                                 f"model of that id (shipped: {', '.join(sorted(ids)) or 'none'})")
         e = ids[init_from]
-        src = (Path(e["root"]) if e.get("root") else shipped_dir()) / e["path"]
+        src = entry_path(e)
     pred = load_predictor(src)
     from perfcast.datasets import load_labeled
 
@@ -234,14 +234,14 @@ def train_recipe(name: str = "default", *, out_dir: str | os.PathLike | None = N
                  memsim_seed: str | os.PathLike | None = None) -> dict[str, Any]:
     """Train every entry of a recipe on all its (visible) records and write the models plus
     ``manifest.json`` to ``out_dir`` (default: :func:`default_recipe_dir` — never into the
-    installed package; rebuilding the shipped models is ``out_dir="perfcast/training/shipped"``
+    installed package; rebuilding the shipped models is ``out_dir="perfcast/shipped"``
     from a checkout). An entry with ``split_by`` trains one model per value combination (e.g.
     device × mode × precision). ``memsim_seed``: see :meth:`perfcast.evaluation.tasks.Task.load`."""
     import numpy as np
 
     from perfcast.predictors import create_predictor
-    from perfcast.training import shipped
-    from perfcast.training.shipped import manifest
+    from perfcast import shipped
+    from perfcast.shipped import manifest
 
     recipe = load_recipe(name)
     root = Path(out_dir) if out_dir else default_recipe_dir(name)
