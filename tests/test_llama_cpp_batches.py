@@ -187,4 +187,4 @@ def test_the_page_takes_the_engine_and_llama_batches():
     bad = run_request(Request(**base, engine="vllm", n_batch=64))
     assert "pc-error" in bad.status and "--engine vllm takes --batch-size" in bad.status
     infer = run_request(Request(model="resnet50", devices=["rtx4090"], n_ubatch=64))
-    assert "pc-error" in infer.status and "n_ubatch applies to mode generate only" in infer.status
+    assert "pc-error" in infer.status and "--n-ubatch does not apply to --mode infer" in infer.status

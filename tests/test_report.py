@@ -103,7 +103,7 @@ def test_report_cli(tmp_path, capsys):
     (["--out", "r.txt"], "must end in .html"),
     (["--out", "/nonexistent-dir/r.html"], "does not exist"),
     (["--mode", "generate"], "takes --mode infer or train"),
-    (["--iterations", "0"], "iterations must be a positive integer"),
+    (["--iterations", "0"], "--iterations must be ≥ 1"),
 ])
 def test_report_cli_refuses_bad_input(args, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -111,18 +111,18 @@ def test_report_cli_refuses_bad_input(args, message, capsys, tmp_path, monkeypat
     assert message in capsys.readouterr().err
 
 
-def test_report_fit_is_perfcast_fit(infer_report):
-    """The report's largest batch (searched with the roofline's time: memory alone decides it)
-    is `perfcast fit`'s answer, with the default model's time at that batch."""
-    from perfcast.decisions import max_batch_size
-
+def test_report_fit_is_perfcast_fit(infer_report, capsys):
+    """The report's largest batch is `perfcast fit --json`'s answer (the report asks
+    ``answer("fit", …)`` with the request's options and the precision its prediction chose)."""
     r = infer_report
-    want = max_batch_size(MODEL, device="a100-40gb", mode="infer", precision=r.precision)
+    assert main(["fit", MODEL, "--device", "a100-40gb", "--mode", "infer", "--precision",
+                 r.precision, "--json"]) == 0
+    want = json.loads(capsys.readouterr().out)
     got = r.decisions["fit"]
     for key in ("max_batch_size", "capacity_mb", "evaluations", "predictor"):
-        assert got[key] == want.to_dict()[key], key
+        assert got[key] == want[key], key
     # (the simulation cache keeps peaks to 1e-6 MiB: a value read back from it and one just
     # simulated differ in the 10th digit)
     for key in ("memory_mb", "next_memory_mb", "time_ms", "throughput_samples_per_s"):
-        assert got[key] == pytest.approx(want.to_dict()[key], rel=1e-9), key
-    assert set(got["notes"]) == set(want.notes)
+        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    assert set(got["notes"]) == set(want["notes"])

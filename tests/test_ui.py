@@ -134,24 +134,66 @@ def test_uploaded_device_spec(tmp_path):
 
 
 def test_errors_are_messages_not_tracebacks(tmp_path):
+    """Every refusal is one line in the status box — the page's own (names only, registry
+    devices, uploads) and the request's, with the command's message."""
     bad = tmp_path / "bad.onnx"
     bad.write_text("hello")
+    llama = "hf:meta-llama/Llama-2-7b-hf"
     for req, message in [
         (Request(model="/etc/passwd", devices=["a100-40gb"]), "file paths are not accepted"),
         (Request(model="resnet50", devices=[]), "choose at least one device"),
         (Request(model="resnet50", devices=["/tmp/x.json"]), "unknown device"),
-        (Request(model="resnet50", devices=["a100-40gb"], batch_size=-3), "whole number ≥ 1"),
-        (Request(model="resnet50", devices=["a100-40gb"], input_len=5), "generate only"),
-        (Request(model="resnet50", devices=["a100-40gb"], mode="generate"),
-         "input length is required"),
+        (Request(model="resnet50", devices=["a100-40gb"], batch_size=-3),
+         "batch size must be a positive integer"),
+        (Request(model="resnet50", devices=["a100-40gb"], batch_size="many"),
+         "--batch-size must be a number"),
+        (Request(model="resnet50", devices=["a100-40gb"], batch_size=2.5),
+         "--batch-size must be an integer"),
+        (Request(model="resnet50", devices=["a100-40gb"], input_len=5),
+         "--input-len does not apply to --mode infer"),
+        (Request(model="resnet50", devices=["a100-40gb"], engine="llama.cpp"),
+         "--engine does not apply to --mode infer"),
         (Request(model="resnet50", devices=["a100-40gb"], mode="generate", input_len=8,
                  output_len=8), "Hugging Face decoder LLMs"),
+        (Request(model=llama, devices=["a100-40gb"], mode="generate"),
+         "--mode generate needs --input-len"),
+        (Request(model=llama, devices=["a100-40gb"], mode="generate", input_len=8),
+         "--mode generate needs --output-len"),
+        (Request(model="resnet50", devices=["a100-40gb"], iterations=-1),
+         "--iterations must be ≥ 1"),
+        (Request(model="resnet50", devices=["a100-40gb"], objective="speed"), "speed"),
+        (Request(model="resnet50", devices=["a100-40gb"], mode="fly"), "fly"),
         (Request(model=None, model_file=str(bad), devices=["a100-40gb"]), "not an ONNX model"),
     ]:
         r = run_request(req)
-        assert 'class="pc-error"' in r.status and message in r.status, r.status
+        assert 'class="pc-error"' in r.status and message in r.status, (message, r.status)
         assert "Traceback" not in r.status and r.table == ""
+        assert len(r.status.splitlines()) == 1
     assert not bad.exists()
+
+
+def test_form_values_by_field_name():
+    """One rule for every box: empty, 0 and "auto" are not given; a box left at its starting
+    value is not sent for a mode it does not apply to (generate's lengths start at the schema's
+    page defaults), changed it is — and refused by the request."""
+    from perfcast.request.fields import BY_NAME
+    from perfcast.ui.form import INPUTS, SHOWN, form_values, start_value
+
+    page = {n: start_value(BY_NAME[n]) for n in SHOWN}
+    assert page["input_len"] == 512 and page["output_len"] == 128
+    assert page["precision"] == "auto" and page["engine"] == "auto"
+    assert form_values(Request(**page)) == {"model": "resnet50", "mode": "infer",
+                                            "devices": page["devices"], "iterations": 1000,
+                                            "objective": "time"}
+    gen = form_values(Request(**{**page, "mode": "generate", "model": "hf:gpt2"}))
+    assert (gen["input_len"], gen["output_len"], "engine" in gen) == (512, 128, False)
+    v = form_values(Request(**{**page, "batch_size": 0, "seq_len": "", "input_size": " ",
+                               "n_batch": 0.0, "input_len": 5, "iterations": "20"}))
+    assert v["input_len"] == 5 and v["iterations"] == 20
+    assert not {"batch_size", "seq_len", "input_size", "n_batch"} & set(v)
+    assert form_values(Request(batch_size=64.0, devices="a, b")) == {"batch_size": 64,
+                                                                    "devices": ["a", "b"]}
+    assert set(INPUTS) == set(SHOWN) | {"model_file", "device_file"}
 
 
 def test_prediction_table_is_generic():
@@ -225,8 +267,12 @@ def test_two_requests_at_once_are_queued(tmp_path):
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         files = [_tiny_onnx(tmp_path / f"m{i}.onnx") for i in range(2)]
-        jobs = [client.submit("", handle_file(str(f)), 0, "", 0, 0, 0, "infer", "auto",
-                              ["cpu"], None, 10, "", "time", api_name="/predict")
+        form = {"model": "", "mode": "infer", "precision": "auto", "batch_size": 0,
+                "input_size": "", "seq_len": 0, "input_len": 512, "output_len": 128,
+                "engine": "auto", "n_batch": 0, "n_ubatch": 0, "devices": ["cpu"],
+                "device_file": None, "iterations": 10, "region": "", "objective": "time"}
+        # (by the inputs' names: the handler's parameters are the schema's field names)
+        jobs = [client.submit(**form, model_file=handle_file(str(f)), api_name="/predict")
                 for f in files]
         results = [j.result(timeout=300) for j in jobs]
         for r in results:

@@ -229,7 +229,7 @@ def test_ui_in_chromium(server, page, tmp_path):
 
     # resnet50 on two devices: the numbers are perfcast predict --json's
     _set_text(pg, "pc-model", "resnet50")
-    _set_text(pg, "pc-batch", "64")
+    _set_text(pg, "pc-batch-size", "64")
     _choose_devices(pg, ["a100-40gb", "rtx4090"])
     # (cold caches — CI — build the kernel-plan graphs and simulate a batch search per precision)
     assert _submit(pg, timeout_s=300) == "ok", pg.inner_text("#pc-status")
@@ -245,8 +245,10 @@ def test_ui_in_chromium(server, page, tmp_path):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             cell = pg.locator(f'#pc-table td[data-device="{dev}"][data-key="{key}"]')
-            if key in ("batch_size", "seq_len", "coverage") or key.endswith(("_low", "_high")):
-                continue  # the request, or shown in the interval beside its quantity
+            if key in ("batch_size", "seq_len", "coverage", "gpus", "throughput_per_s") or \
+                    key.endswith(("_low", "_high")):
+                continue  # the request, shown in the interval beside its quantity, or the
+                # throughput under its own name
             assert cell.count() == 1, (dev, key)
             # equal to 1e-9: the simulation cache keeps peaks to 1e-6 MiB, so a process that
             # read it back and one that simulated differ in the 10th digit of memory_mb
@@ -330,7 +332,7 @@ def test_ui_in_chromium(server, page, tmp_path):
     onnx_file = _tiny_onnx(tmp_path / "tiny.onnx")
     pg.set_input_files("#pc-model-file input[type=file]", str(onnx_file))
     pg.wait_for_selector("#pc-model-file :text('tiny.onnx')")
-    _set_text(pg, "pc-batch", "")
+    _set_text(pg, "pc-batch-size", "")
     assert _submit(pg) == "ok", pg.inner_text("#pc-status")
     assert "tiny.onnx" in pg.inner_text("#pc-status")
     cell = pg.locator('#pc-table td[data-device="a100-40gb"][data-key="time_ms"]')

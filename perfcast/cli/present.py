@@ -1,7 +1,8 @@
 """Commands that show a forecast to people ("Predict & decide" in ``perfcast --help``):
 ``report`` (one self-contained HTML page: roofline, top operators, phases, memory timeline,
-decisions), ``ui`` (the Gradio web page; optional extra ``perfcast[ui]``) — and ``serve`` (the
-same answers as an HTTP JSON API for programs; optional extra ``perfcast[serve]``).
+decisions; its options generated from the request schema like the other commands'), ``ui``
+(the Gradio web page; optional extra ``perfcast[ui]``) — and ``serve`` (the same answers as an
+HTTP JSON API for programs; optional extra ``perfcast[serve]``).
 """
 
 from __future__ import annotations
@@ -12,73 +13,50 @@ import typer
 
 from perfcast.cli._common import (
     PANEL_PREDICT,
-    BatchSize,
-    Device,
-    GraphMode,
-    GraphPrecision,
-    InputSize,
     Json,
-    Model,
-    NoCache,
-    Optimizer,
-    Predictor,
-    SeqLen,
     StageProgress,
-    check_choice,
     examples,
     err,
     out,
     print_json,
 )
+from perfcast.cli.options import JSON, command, own_option
 from perfcast.errors import PerfcastError
 from perfcast.paths import check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER, GRAPH_MODES
 
 app = typer.Typer()
+
+
+OUT = own_option("out_path", str, "report.html", "--out", "-o",
+                 help="The HTML page to write (one file; charts embedded).")
+PNG = own_option("png", bool, False, "--png",
+                 help="Also write each chart as <out stem>-<chart>.png beside the page.")
 
 
 @app.command(rich_help_panel=PANEL_PREDICT, epilog=examples(
     "perfcast report timm:resnet50 --device a100-40gb --batch-size 64 --out report.html --png",
     "perfcast report hf:bert-base-uncased --device rtx4090 --seq-len 128 --precision amp "
     "--region FRA"))
-def report(
-    model: Model,
-    device: Device,
-    out_path: Annotated[str, typer.Option(
-        "--out", "-o", help="The HTML page to write (one file; charts embedded).")] = "report.html",
-    batch_size: BatchSize = None,
-    input_size: InputSize = None,
-    seq_len: SeqLen = None,
-    mode: GraphMode = "infer",
-    precision: GraphPrecision = None,
-    optimizer: Optimizer = DEFAULT_OPTIMIZER,
-    predictor: Predictor = None,
-    iterations: Annotated[int, typer.Option(
-        "--iterations", help="Batches the cost and CO2e are for.")] = 1000,
-    region: Annotated[str | None, typer.Option(
-        "--region", help="Electricity grid of the CO2e: a country (FRA, Germany) or a cloud "
-                         "region (gcp:europe-west1); default the world average.")] = None,
-    png: Annotated[bool, typer.Option(
-        "--png", help="Also write each chart as <out stem>-<chart>.png beside the page.")] = False,
-    as_json: Json = False,
-    no_cache: NoCache = False,
-):
+@command("report", own=[OUT, PNG, JSON])
+def report(values: dict, *, out_path: str = "report.html", png: bool = False,
+           as_json: bool = False):
     """Write one HTML page about MODEL on a device: roofline, operators, memory, decisions.
 
     A self-contained page (it opens offline: charts embedded as PNG) with the prediction, the
     device's roofline for the precision with the model's operator classes placed by arithmetic
     intensity and predicted attainable FLOP/s, the top operators by predicted time and their
     bound, time per phase, the memory timeline of the tensor simulation and the decisions
-    (largest batch, MIG profile, cost and CO2e)."""
-    from perfcast.report import build_report, write_report
+    (largest batch, MIG profile, cost and CO2e of --iterations batches). --mode infer or
+    train."""
+    from perfcast.api import request_of
+    from perfcast.report import check_mode, report_request, write_report
 
-    check_choice("--mode", mode, GRAPH_MODES, "report")
+    check_mode(values.get("mode"))
+    values = dict(values)
+    req = request_of("report", values.pop("model"), **values)
     path = check_output_file(out_path, suffixes=(".html", ".htm"), option="--out")
     with StageProgress(hidden=as_json) as prog:
-        r = build_report(model, device=device, batch_size=batch_size, input_size=input_size,
-                         seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
-                         predictor=predictor, iterations=iterations, region=region,
-                         use_cache=not no_cache, progress=prog.stages)
+        r = report_request(req, progress=prog.stages)
         written = write_report(r, path, png=png)
     if as_json:
         d = r.to_dict()

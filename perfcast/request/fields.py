@@ -58,7 +58,8 @@ class Field:
     ``cli``: the flag (``--`` + the name with dashes unless given); ``aliases``: other flags /
     HTTP names accepted for it; ``short``: a one-letter flag; ``group``: :data:`GROUPS`;
     ``minimum`` / ``maximum``: a number's bounds; ``overrides``: ``{command: {"help": …,
-    "default": …}}``."""
+    "default": …}}`` — a command's or a surface's (``"ui"``: the web page's starting value, an
+    empty box still meaning "not given")."""
 
     name: str
     kind: str
@@ -152,41 +153,47 @@ def _providers() -> tuple[str, ...]:
 _P = ("predict",)
 _DECIDE = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
 _GRAPH_CMDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
+#: perfcast report (one HTML page about one device; --mode infer or train)
+_R = ("report",)
 
 FIELDS: tuple[Field, ...] = (
     # ---------------------------------------------------------------------------- workload
-    Field("model", "str", "workload", argument=True, commands=_DECIDE + ("memory",),
-          required=("predict", "fit", "rank", "power-limit", "plan"),
+    Field("model", "str", "workload", argument=True, commands=_DECIDE + ("memory",) + _R,
+          required=("predict", "fit", "rank", "power-limit", "plan", "report"),
+          overrides={"ui": {"default": "resnet50"}},
           help="timm name, timm:<name>, torchvision:<name>, hf:<id|config.json>, "
                "path/to/model.onnx or module.path:callable"),
     Field("device", "str", "workload", short="-d", unit=None,
-          commands=("predict", "fit", "cost", "mig", "power-limit", "plan"),
-          required=("predict", "fit", "cost", "power-limit", "plan"),
+          commands=("predict", "fit", "cost", "mig", "power-limit", "plan", "report"),
+          required=("predict", "fit", "cost", "power-limit", "plan", "report"),
           help="Device: a registry key (perfcast devices lists them) or the JSON spec file of "
                "a GPU"),
-    Field("batch_size", "int", "workload", short="-b", unit="samples", commands=_DECIDE + ("memory",),
+    Field("batch_size", "int", "workload", short="-b", unit="samples",
+          commands=_DECIDE + ("memory",) + _R,
           help="Samples per batch (default: 1, or 32 for a predicted training step; an ONNX "
                "file's own batch); --mode generate: concurrent requests, in every engine; "
                "with a layout: the global batch"),
-    Field("input_size", "str", "workload", modes=GRAPH, commands=_GRAPH_CMDS + ("memory",),
+    Field("input_size", "str", "workload", modes=GRAPH, commands=_GRAPH_CMDS + ("memory",) + _R,
           help="Per-sample input shape C,H,W (vision models; one number: a 1-d shape)"),
-    Field("seq_len", "int", "workload", unit="tokens", modes=GRAPH, commands=_GRAPH_CMDS + ("memory",),
+    Field("seq_len", "int", "workload", unit="tokens", modes=GRAPH,
+          commands=_GRAPH_CMDS + ("memory",) + _R,
           help="Sequence length in tokens (text models, hf:)"),
-    Field("mode", "str", "workload", default="infer", choices=ALL, commands=_DECIDE + ("memory",),
+    Field("mode", "str", "workload", default="infer", choices=ALL,
+          commands=_DECIDE + ("memory",) + _R,
           help="What runs: infer (one forward pass), train (one training step: forward, loss, "
                "backward, optimizer) or generate (an LLM serving a batch of requests, hf: "
                "models)"),
     Field("precision", "str", "workload",
           choices=tuple(dict.fromkeys((*PRECISIONS, *GENERATE_PRECISIONS))),
-          commands=_DECIDE + ("memory",),
+          commands=_DECIDE + ("memory",) + _R,
           help="fp32, amp, fp16 or bf16 (amp: float16 autocast; default: the precision "
                "measured on that device and mode, else fp32); --mode generate: fp16, bf16, "
                "fp32, int8 / int4 (weight-only) or a llama.cpp GGUF format (default fp16)"),
     Field("optimizer", "str", "workload", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS,
-          modes=("train",), commands=_GRAPH_CMDS + ("memory",),
+          modes=("train",), commands=_GRAPH_CMDS + ("memory",) + _R,
           help="Training optimizer (none: forward + backward, no optimizer step)"),
     Field("tf32", "str", "workload", default="default", choices=TF32_MODES, modes=GRAPH,
-          commands=("predict", "fit", "cost", "rank", "plan"),
+          commands=("predict", "fit", "cost", "rank", "plan", "report"),
           help="How fp32 matmuls and convolutions run on GPUs with TF32 units (Ampere and "
                "newer): default = PyTorch's defaults (convolutions TF32, matmuls FP32); on = "
                "NGC containers / set_float32_matmul_precision('high'); off = "
@@ -230,9 +237,11 @@ FIELDS: tuple[Field, ...] = (
           aliases=("--framework",),
           help=f"Serving engine (default {DEFAULT_ENGINE})"),
     Field("input_len", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+          overrides={"ui": {"default": 512}},
           help="Prompt tokens per request"),
     Field("output_len", "int", "serving", unit="tokens", modes=("generate",),
-          commands=_DECIDE, help="Generated tokens per request"),
+          commands=_DECIDE, overrides={"ui": {"default": 128}},
+          help="Generated tokens per request"),
     Field("n_batch", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
           help=f"--engine llama.cpp: its logical batch n_batch (llama-bench -b; default "
                f"{LLAMA_CPP_N_BATCH:,}); the prompt runs in passes of min(n_batch, n_ubatch) "
@@ -253,7 +262,7 @@ FIELDS: tuple[Field, ...] = (
           help="Most requests a replica runs at once (default: the most that fit)"),
     # ---------------------------------------------------------------------------- options
     Field("predictor", "str", "options", modes=GRAPH,
-          commands=("predict", "fit", "cost", "rank", "mig", "power-limit"),
+          commands=("predict", "fit", "cost", "rank", "mig", "power-limit", "report"),
           help=f"Which predictor answers: one of {_or(PREDICTOR_KINDS)} (the shipped "
                f"model of that kind for the device, mode and precision) — or the directory of "
                f"a predictor saved by perfcast train (default: your calibrated model or the "
@@ -274,14 +283,19 @@ FIELDS: tuple[Field, ...] = (
           commands=("predict", "fit", "mig"), aliases=("--overhead-mb",),
           help="GPU memory beyond the live tensors added to simulated memory (default: the "
                "median measured on real runs; 0 = tensors only)"),
-    Field("use_cache", "bool", "options", default=True, commands=_P,
+    Field("use_cache", "bool", "options", default=True,
+          commands=("predict", "fit", "cost", "rank", "mig", "report"),
           help="Use the graph cache (false: rebuild the graph)"),
     # ---------------------------------------------------------------------------- decisions
     Field("devices", "list", "decision", default="all", commands=("rank",),
+          overrides={"ui": {"default": "a100-40gb,rtx4090",
+                            "help": "Devices to predict on, compare and rank (registry keys; "
+                                    "upload a spec for another)"}},
           help="Devices to rank: comma-separated registry keys or spec files, or all"),
     Field("objective", "str", "decision", default="time", choices=OBJECTIVES,
           commands=("rank",), help="What to rank by: time per batch, USD or kWh of the job"),
-    Field("iterations", "int", "decision", minimum=1, unit="batches", commands=("cost", "rank"),
+    Field("iterations", "int", "decision", minimum=1, unit="batches",
+          commands=("cost", "rank", "report"), overrides={"ui": {"default": 1000}},
           help="Batches (iterations) the job runs"),
     Field("epochs", "float", "decision", minimum=0, exclusive=True, commands=("cost",),
           help="Epochs over --dataset-size samples (instead of --iterations)"),
@@ -296,7 +310,7 @@ FIELDS: tuple[Field, ...] = (
                "($PERFCAST_DATA/prices/gpu_prices.csv; $PERFCAST_PRICES replaces it)"),
     Field("price_per_hour", "float", "decision", minimum=0, unit="USD per GPU-hour",
           commands=("cost", "rank", "plan"), help="Price of one GPU-hour (replaces the table's)"),
-    Field("region", "str", "decision", commands=("cost",),
+    Field("region", "str", "decision", commands=("cost", "report"),
           help="Grid region of the carbon intensity (default: the world average)"),
     Field("time_ms", "float", "decision", minimum=0, exclusive=True, unit="ms", modes=GRAPH, commands=("cost",),
           help="Use this time per batch instead of predicting it"),
