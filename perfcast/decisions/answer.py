@@ -21,7 +21,7 @@ DECISIONS = {"fit": ("perfcast.decisions.fit", "fit_request"),
              "plan": ("perfcast.decisions.plan", "plan_request")}
 COMMANDS = ("predict", *DECISIONS)
 #: Commands whose options are request fields but whose answer is not here (perfcast memory).
-PARSED_ONLY = ("memory",)
+PARSED_ONLY = ("memory", "report")
 
 
 def request(command: str, values: dict[str, Any]):
