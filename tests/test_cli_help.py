@@ -48,7 +48,7 @@ def _commands():
 COMMANDS = _commands()
 #: The modes each command takes (the rest take none).
 MODES_OF = {"predict": MODES, "fit": MODES, "cost": MODES, "plan": ("train", "generate"),
-            "mig": GRAPH_MODES, "rank": GRAPH_MODES, "memory": GRAPH_MODES,
+            "mig": MODES, "rank": MODES, "memory": GRAPH_MODES,
             "power-limit": GRAPH_MODES, "report": GRAPH_MODES, "inspect": GRAPH_MODES,
             "query": GRAPH_MODES}
 
@@ -134,8 +134,6 @@ def test_no_other_command_has_a_mode_option():
 
 @pytest.mark.parametrize("argv", [
     ["memory", "hf:gpt2", "--mode", "generate"],
-    ["rank", "timm:resnet18", "--devices", "t4", "--mode", "generate"],
-    ["mig", "timm:resnet18", "--mode", "generate"],
     ["inspect", "timm:resnet18", "--mode", "generate"],
     ["query", "timm:resnet18", "--device", "t4", "--mode", "generate"],
     ["power-limit", "timm:resnet18", "--device", "a40", "--mode", "generate"],

@@ -56,11 +56,13 @@ def test_every_field_is_a_cli_option(name):
             assert set(p.opts) == _flags(f), (name, f.name, p.opts)
         assert p.required == (name in f.required), (name, f.name)
         assert p.help == f.describe(name), (name, f.name)
-        allowed = f.allowed()
+        allowed = f.allowed(name)
         if allowed and f.name != "precision":
             assert _or(allowed) in p.help, (name, f.name, p.help)
         elif f.name == "precision":  # its own sentence names the precisions of every mode
-            assert "fp32, amp, fp16 or bf16" in p.help and "int8 / int4" in p.help
+            assert "fp32, amp, fp16 or bf16" in p.help
+            takes_generate = "generate" in (BY_NAME["mode"].allowed(name) or ALL)
+            assert ("int8 / int4" in p.help) == takes_generate, (name, p.help)
         if f.modes != ALL:
             assert "--mode " + " / ".join(f.modes) in p.help, (name, f.name, p.help)
     extra = set(params) - {f.name for f in fields} - DISPLAY_ONLY[name]
@@ -92,7 +94,7 @@ def _refusals():
     the command itself takes (report: infer and train)."""
     out = []
     for name in CLI_COMMANDS:
-        modes = ("infer", "train") if name == "report" else ALL
+        modes = BY_NAME["mode"].allowed(name) if name in BY_NAME["mode"].commands else ALL
         for f in fields_of(name):
             outside = [m for m in modes if m not in f.modes]
             if outside and not f.argument:

@@ -88,9 +88,9 @@ class Field:
         """The command-line flag."""
         return self.cli or "--" + self.name.replace("_", "-")
 
-    def allowed(self) -> tuple | None:
-        """The allowed values (``None``: any of the kind)."""
-        c = self.choices
+    def allowed(self, command: str | None = None) -> tuple | None:
+        """The allowed values for ``command`` (``None``: any of the kind)."""
+        c = self.overrides.get(command, {}).get("choices", self.choices)
         return tuple(c()) if callable(c) else c
 
     def help_for(self, command: str | None = None) -> str:
@@ -105,8 +105,8 @@ class Field:
         extra = []
         if self.unit and not self.argument:
             extra.append(self.unit)
-        allowed = self.allowed() if self.name != "precision" else None
-        if allowed and self.name != "device":
+        allowed = self.allowed(command) if self.name != "precision" else None
+        if allowed and (self.name != "device" or "choices" in self.overrides.get(command, {})):
             extra.append(f"one of {_or(allowed)}")
         default = self.default_for(command)
         if default is not None and self.kind != "bool" and not self.argument:
@@ -135,6 +135,21 @@ def _devices() -> tuple[str, ...]:
     return tuple(device_keys())
 
 
+def _mig_devices() -> tuple[str, ...]:
+    """The GPUs of the shipped MIG profile table (read without importing the decisions)."""
+    import json
+
+    from perfcast.paths import package_data
+
+    try:
+        doc = json.loads(package_data("decisions", "data", "mig_profiles.json")
+                         .read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ()
+    return tuple(sorted(k for tbl in doc.get("tables", {}).values()
+                        for k in tbl.get("devices", [])))
+
+
 def _providers() -> tuple[str, ...]:
     """The price table's providers, read without importing the decisions (empty when the
     table cannot be read: the commands then say why)."""
@@ -149,6 +164,26 @@ def _providers() -> tuple[str, ...]:
     except (OSError, ValueError, KeyError, csv.Error):
         return ()
 
+
+#: What each mode runs (the --mode help).
+MODE_MEANING = {"infer": "one forward pass",
+                "train": "one training step (forward, loss, backward, optimizer)",
+                "generate": "an LLM serving a batch of requests (hf: models)"}
+
+
+def _mode_help(modes) -> str:
+    return "What runs: " + _or([f"{m} ({MODE_MEANING[m]})" for m in modes])
+
+
+#: Per command, the modes it takes and its default one (a decision's natural mode).
+_MODES_OF = {"memory": (GRAPH, "train"), "power-limit": (GRAPH, "train"),
+             "report": (GRAPH, "infer"), "plan": (("train", "generate"), "train"),
+             "fit": (ALL, "train"), "cost": (ALL, "train")}
+_MODE_OVERRIDES = {c: {"choices": m, "default": d, "help": _mode_help(m)}
+                   for c, (m, d) in _MODES_OF.items()}
+#: The precision's help for the modes that trace a graph.
+_GRAPH_PRECISION_HELP = (f"{_or(PRECISIONS)} (amp: float16 autocast; default: the precision "
+                         f"measured on that device and mode, else fp32)")
 
 _P = ("predict",)
 _DECIDE = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
@@ -166,10 +201,12 @@ FIELDS: tuple[Field, ...] = (
     Field("device", "str", "workload", short="-d", unit=None,
           commands=("predict", "fit", "cost", "mig", "power-limit", "plan", "report"),
           required=("predict", "fit", "cost", "power-limit", "plan", "report"),
+          overrides={"mig": {"choices": _mig_devices, "default": "a100-40gb",
+                             "help": "MIG GPU"}},
           help="Device: a registry key (perfcast devices lists them) or the JSON spec file of "
                "a GPU"),
     Field("batch_size", "int", "workload", short="-b", unit="samples",
-          commands=_DECIDE + ("memory",) + _R,
+          commands=_DECIDE + ("memory",) + _R, overrides={"memory": {"default": 1}},
           help="Samples per batch (default: 1, or 32 for a predicted training step; an ONNX "
                "file's own batch); --mode generate: concurrent requests, in every engine; "
                "with a layout: the global batch"),
@@ -179,16 +216,16 @@ FIELDS: tuple[Field, ...] = (
           commands=_GRAPH_CMDS + ("memory",) + _R,
           help="Sequence length in tokens (text models, hf:)"),
     Field("mode", "str", "workload", default="infer", choices=ALL,
-          commands=_DECIDE + ("memory",) + _R,
-          help="What runs: infer (one forward pass), train (one training step: forward, loss, "
-               "backward, optimizer) or generate (an LLM serving a batch of requests, hf: "
-               "models)"),
+          commands=_DECIDE + ("memory",) + _R, overrides=_MODE_OVERRIDES,
+          help=_mode_help(ALL)),
     Field("precision", "str", "workload",
           choices=tuple(dict.fromkeys((*PRECISIONS, *GENERATE_PRECISIONS))),
           commands=_DECIDE + ("memory",) + _R,
-          help="fp32, amp, fp16 or bf16 (amp: float16 autocast; default: the precision "
-               "measured on that device and mode, else fp32); --mode generate: fp16, bf16, "
-               "fp32, int8 / int4 (weight-only) or a llama.cpp GGUF format (default fp16)"),
+          overrides={c: {"choices": PRECISIONS, "help": _GRAPH_PRECISION_HELP}
+                     for c in ("memory", "power-limit", "report")},
+          help=_GRAPH_PRECISION_HELP + f"; --mode generate: {_or(GENERATE_PRECISIONS)} "
+               f"(int8 / int4: weight-only; the upper-case ones are llama.cpp's GGUF formats; "
+               f"default fp16)"),
     Field("optimizer", "str", "workload", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS,
           modes=("train",), commands=_GRAPH_CMDS + ("memory",) + _R,
           help="Training optimizer (none: forward + backward, no optimizer step)"),

@@ -30,14 +30,6 @@ WORKLOAD_FIELDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "
 #: The options of how perfcast answers (:class:`Options`).
 OPTION_FIELDS = ("predictor", "threads", "coverage", "power_limit_w", "store",
                  "runtime_overhead_mb", "use_cache", "cluster")
-#: Per command, defaults that differ from the field's own (a decision's natural mode).
-COMMAND_DEFAULTS: dict[str, dict[str, Any]] = {
-    "fit": {"mode": "train"}, "cost": {"mode": "train"}, "plan": {"mode": "train"},
-    "mig": {"device": "a100-40gb"},
-    "memory": {"mode": "train", "batch_size": 1},
-}
-
-
 @dataclass(frozen=True)
 class Options:
     """How perfcast answers: ``predictor`` (a registry kind or a saved predictor's directory;
@@ -99,8 +91,7 @@ class Request:
             if command in f.required and name not in given:
                 raise PerfcastError(f"perfcast {command} needs "
                                     + ("a model (MODEL)" if f.argument else f"{f.flag}"))
-        values = {**{n: f.default for n, f in taken.items()},
-                  **COMMAND_DEFAULTS.get(command, {}),
+        values = {**{n: f.default_for(command) for n, f in taken.items()},
                   **{k: v for k, v in raw.items() if v is not None}}
         return cls._build(command, values, given, example)
 
@@ -135,7 +126,7 @@ class Request:
     def _build(cls, command: str, values: dict[str, Any], given: frozenset[str],
                example: Any) -> Request:
         for name, v in values.items():
-            _check_value(BY_NAME[name], v)
+            _check_value(BY_NAME[name], v, command)
         mode = values.get("mode", "infer")
         for name in sorted(given):
             f = BY_NAME[name]
@@ -209,7 +200,7 @@ def _workload_options(w: Workload) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _check_value(f: Field, v: Any) -> None:
+def _check_value(f: Field, v: Any, command: str | None = None) -> None:
     """A field's value on its own: its kind, its choices, a positive size or count."""
     if v is None:
         return
@@ -242,11 +233,20 @@ def _check_value(f: Field, v: Any) -> None:
                 what = f"≤ {hi:g}"
             raise PerfcastError(f"{flag} must be {what}"
                                 + (f" ({f.unit})" if f.unit else "") + f", got {v!r}")
-    allowed = f.allowed() if f.name not in ("precision", "model") else None
+    allowed = f.allowed(command) if f.name not in ("model",) else None
+    if f.name == "precision" and command not in ("memory", "power-limit", "report"):
+        allowed = None  # which precisions a mode takes: the workload says (its messages)
     if allowed and f.kind != "list" and v not in allowed:
         from perfcast.errors import unknown_choice
 
+        if "choices" in f.overrides.get(command, {}) and v in (f.allowed() or ()):
+            from perfcast.request.fields import _or
+
+            where = (" (LLM serving: perfcast predict, fit, cost, rank, mig and plan --mode "
+                     "generate)" if f.name == "mode" and v == "generate" else "")
+            raise PerfcastError(f"perfcast {command} takes {flag} {_or(allowed)}, not "
+                                f"{v!r}{where}")
         raise unknown_choice(flag.lstrip("-").replace("-", " "), v, allowed)
 
 
-__all__ = ["COMMAND_DEFAULTS", "OPTION_FIELDS", "Options", "Request", "WORKLOAD_FIELDS"]
+__all__ = ["OPTION_FIELDS", "Options", "Request", "WORKLOAD_FIELDS"]
