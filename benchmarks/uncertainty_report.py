@@ -520,7 +520,7 @@ Split conformal on signed log residuals `log(actual / predicted)` of held-out re
 one-sided quantiles at α/2 (so a model that under-predicts unseen families gets an interval
 shifted up), Mondrian by OOD-score tercile (≥ {U.MIN_BUCKET} records a bucket), each bucket
 hulled with the ones below so the interval only widens with the distance. Own code
-(`perfcast/uncertainty.py`, `conformal_bounds`: two order statistics) rather than MAPIE: MAPIE
+(`perfcast/uncertainty/conformal.py`, `conformal_bounds`: two order statistics) rather than MAPIE: MAPIE
 conformalizes a scikit-learn estimator over an array X (prefit, or refit by MAPIE itself); ours
 take graph FeatureSets, and the residuals come from group K-fold evaluations with one model per
 fold — neither fits its API, and it would add scikit-learn to the prediction path and pickled
@@ -562,7 +562,7 @@ def write_markdown(results: list[dict], seconds: float) -> None:
     lines = ["# Calibrated intervals and the out-of-distribution score (issue #16)", "",
              f"Regenerate: `{COMMAND}` ({seconds:.0f} s; reads the held-out predictions already "
              f"in reports/, fits nothing; writes this report and the shipped calibration "
-             f"`perfcast/shipped/uncertainty.json`). Method: `perfcast/uncertainty.py`.",
+             f"`perfcast/shipped/uncertainty.json`). Method: `perfcast/uncertainty/`.",
              "",
              "Coverage is cross-conformal: the intervals of each fold (held-out families, or "
              "held-out GPU) come from the residuals of the *other* folds only, so every number "
