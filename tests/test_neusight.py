@@ -147,7 +147,8 @@ def test_load_all_adds_neusight_and_leaves_every_task_unchanged():
     new = load_all()
     old = pd.concat([load_timm_benchmarks("all"), load_gpumemnet(), load_torchvision_benchmark()],
                     ignore_index=True)
-    assert len(new) == len(old) + len(load_neusight())
+    dlperf = int((new["source"] == "dlperf/dp_scaling.csv").sum())  # load_dlperf_single_gpu
+    assert len(new) == len(old) + len(load_neusight()) + dlperf
     assert LABELS in {r.source for r in new.attrs["report"].files()}
     schema = [c for c in old.columns]
     for name, task in TASKS.items():

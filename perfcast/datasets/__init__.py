@@ -10,8 +10,10 @@ in, examples out, drop reasons; ``.parts`` per file, ``.to_markdown()``).
     load_torchvision_benchmark()        pytorch-gpu-benchmark-torchvision.csv
     load_neusight()                     neusight/labels.csv (transformers, whole-model latency)
     load_neusight_peers()               neusight/peer_predictions.csv joined to the labels
+    load_dlperf_single_gpu()            dlperf/dp_scaling.csv: one V100's PyTorch training
+                                        step (ResNet-50 v1.5, BERT-Base; DLPerf)
     load_all()                          all of the above but the peers, concatenated (NeuSight
-                                        when neusight/labels.csv is present)
+                                        and DLPerf when their files are present)
 
 Schema (units as in :mod:`perfcast.store.db`):
 
@@ -72,6 +74,7 @@ from perfcast.datasets._base import (
     resolve_data_dir,
     with_report,
 )
+from perfcast.datasets.dlperf import DP_SCALING_FILE, load_dlperf_single_gpu
 from perfcast.datasets.gpumemnet import load_gpumemnet
 from perfcast.datasets.join import attach_graph_keys, record_workload
 from perfcast.datasets.local import (family_of, load_labeled, load_local_cpu, load_measurements,
@@ -86,18 +89,21 @@ __all__ = [
     "load_timm_benchmarks", "load_gpumemnet", "load_torchvision_benchmark", "load_all",
     "timm_files", "record_workload", "attach_graph_keys", "load_local_cpu", "load_measurements",
     "load_labeled", "family_of",
-    "local_cpu_db", "load_neusight", "load_neusight_peers",
+    "local_cpu_db", "load_neusight", "load_neusight_peers", "load_dlperf_single_gpu",
 ]
 
 
 def load_all(data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """Every supported file, concatenated; ``df.attrs["report"].files()`` are the per-file reports.
-    NeuSight's labels are included when ``neusight/labels.csv`` is present (tasks select records
-    by ``source``, so they are unchanged by it)."""
+    NeuSight's labels are included when ``neusight/labels.csv`` is present, DLPerf's single-GPU
+    records when ``dlperf/dp_scaling.csv`` is (tasks select records by ``source``, so the others
+    are unchanged by them)."""
     frames = [load_timm_benchmarks("all", data_dir=data_dir), load_gpumemnet(data_dir=data_dir),
               load_torchvision_benchmark(data_dir=data_dir)]
     if (resolve_data_dir(data_dir) / NEUSIGHT_LABELS).is_file():
         frames.append(load_neusight(data_dir=data_dir))
+    if (resolve_data_dir(data_dir) / DP_SCALING_FILE).is_file():
+        frames.append(load_dlperf_single_gpu(data_dir=data_dir))
     parts = [f.attrs["report"] for f in frames]
     for f in frames:
         f.attrs = {}

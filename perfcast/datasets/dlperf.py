@@ -6,10 +6,14 @@ adapter per node), and Vidur's collective-communication profiles (microsoft/vidu
     load_dp_scaling()       dlperf/dp_scaling.csv       data-parallel speed-up, 1–32 GPUs
     load_deepspeed_zero()   dlperf/deepspeed_zero.csv   ZeRO stage 0/1 memory per GPU
     load_vidur_network()    vidur/network/*.csv         all-reduce / send-recv latency
+    load_dlperf_single_gpu()  dlperf/dp_scaling.csv     one V100's PyTorch training step, as
+                                                        labeled records (dataset schema)
 
 Files are read in place (``data_dir=``, else ``$PERFCAST_DATA``); values are never edited. Each
 frame keeps the source columns and adds perfcast's names (``time_ms``, ``memory_mb`` in MiB,
-``data_parallel`` …) so the evaluation (``benchmarks/distributed_eval.py``) reads one schema.
+``data_parallel`` …) so the evaluation (``benchmarks/distributed_eval.py``) reads one schema —
+but for :func:`load_dlperf_single_gpu`, whose records are those of :mod:`perfcast.datasets`
+(``df.attrs["report"]``, drops counted; see its docstring).
 """
 
 from __future__ import annotations
@@ -21,7 +25,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfcast.datasets._base import data_file, read_csv, require_columns, resolve_data_dir
+from perfcast.datasets._base import (
+    Drops,
+    LoadReport,
+    data_file,
+    drop_duplicates,
+    empty_frame,
+    finalize,
+    positive_int,
+    positive_number,
+    read_csv,
+    require_columns,
+    resolve_data_dir,
+    with_report,
+)
 from perfcast.errors import PerfcastError
 
 MEGATRON_FILE = "dlperf/megatron_gpt.csv"
@@ -152,5 +169,189 @@ def load_vidur_network(data_dir: str | os.PathLike | None = None) -> pd.DataFram
     return out[out["time_ms"] > 0].reset_index(drop=True)
 
 
-__all__ = ["DLPERF_CLUSTER", "PCIE4_GBS", "VIDUR_CLUSTERS", "load_deepspeed_zero",
-           "load_dp_scaling", "load_megatron_gpt", "load_vidur_network"]
+# --------------------------------------------------------------------------- one V100, as records
+#: The GPU of every DLPerf row (data README: Tesla V100-SXM2-16GB) as a registry key.
+DLPERF_DEVICE = "v100-16gb"
+#: The frameworks whose single-GPU results become records: perfcast builds PyTorch graphs.
+PYTORCH_FRAMEWORKS = ("PyTorch", "NGC PyTorch")
+#: DLPerf's model name → (perfcast spec, family, input size per sample, needs a ``seq_len``).
+#: torchvision's ``resnet50`` is ResNet-50 v1.5 (stride 2 in the 3×3 convolution of the first
+#: block of a stage); BERT-Base pre-training is the shipped ``bert-base-uncased`` config, whose
+#: ``BertForMaskedLM`` head scores every position (no pooler and next-sentence head: 2 matmuls
+#: on one token per sequence, < 0.1 % of the step's FLOPs).
+DLPERF_MODELS: dict[str, tuple[str, str, str | None, bool]] = {
+    "ResNet-50 v1.5": ("torchvision:resnet50", "resnet", "3,224,224", False),
+    "BERT-Base": ("hf:bert-base-uncased", "bert", None, True),
+}
+#: DLPerf's precision → perfcast's, as the rows name them: ``amp`` (ResNet: apex automatic mixed
+#: precision, float16 where safe, as autocast does) and ``fp16`` (BERT: fp16 with a loss scale —
+#: NVIDIA's BERT pre-training script of that time runs apex at opt level O2, half weights and
+#: activations with float32 master weights, closer to perfcast's whole-model ``fp16`` than to
+#: autocast).
+DLPERF_PRECISIONS = {"fp32": "fp32", "amp": "amp", "fp16": "fp16"}
+#: The optimizer of the training step where a row does not name it: the scripts DLPerf ran
+#: (NVIDIA DeepLearningExamples ConvNets and pytorch/examples imagenet) both use
+#: ``torch.optim.SGD`` with momentum — so ``assumed``.
+DLPERF_ASSUMED_OPTIMIZER = {"resnet": "sgd-momentum"}
+_DLPERF_UPSTREAM = "Oneflow-Inc/DLPerf (Apache-2.0)"
+
+
+def _software(version: str) -> str | None:
+    """``torch-1.6.0`` / ``torch-1.5.0a0+8f84ded/ngc-20.03`` from DLPerf's framework version."""
+    torch = re.search(r"PyTorch\s+(\S+)", version)
+    if torch is None:
+        return None
+    ngc = re.search(r"NGC\s+(\d+\.\d+)", version)
+    return f"torch-{torch.group(1)}" + (f"/ngc-{ngc.group(1)}" if ngc else "")
+
+
+def _registry_key(key: str) -> str | None:
+    from perfcast.devices import get_device
+
+    try:
+        return get_device(key).key
+    except PerfcastError:
+        return None
+
+
+def _optimizer(family: str, implementation: str) -> tuple[str | None, bool]:
+    """The training optimizer and whether it is assumed: BERT rows name theirs in
+    ``implementation`` ("FusedLAMB replaced by FusedAdam": apex's FusedAdam → ``adam``, priced
+    like ``adamw``: four passes over the parameters); ResNet rows do not
+    (:data:`DLPERF_ASSUMED_OPTIMIZER`)."""
+    if re.search(r"\bFusedAdam\b", implementation):
+        return "adam", False
+    return DLPERF_ASSUMED_OPTIMIZER.get(family), True
+
+
+def load_dlperf_single_gpu(data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """DLPerf's single-GPU PyTorch training throughput (``dlperf/dp_scaling.csv``) as labeled
+    records of :mod:`perfcast.datasets`; ``df.attrs["report"]`` counts every dropped row.
+
+    Kept: rows with ``row_kind == "result"`` (medians of 5 runs of ~100 iterations after warm-up,
+    as DLPerf tabulates per framework; the ``single_run`` and ``cross_framework_summary`` rows
+    repeat them), ``total_gpus == 1``, framework ``PyTorch`` or ``NGC PyTorch``, a model of
+    :data:`DLPERF_MODELS`: ResNet-50 v1.5 (fp32 batch 128, AMP batch 256, ImageNet 224×224
+    crops) and BERT-Base pre-training (sequence 128; fp32 batch 32 / 48, fp16 batch 64 / 96),
+    each on one Tesla V100-SXM2-16GB (:data:`DLPERF_DEVICE`, CUDA 10.2, NGC 20.03 or PyTorch 1.6
+    bare metal: ``software``).
+
+    ``time_ms`` (ms per training step: forward, backward, optimizer) is derived as
+    ``batch_size_per_device / samples_per_s × 1000``; ``samples_per_s`` is kept. ``optimizer``:
+    BERT's from the row (apex FusedAdam → ``adam``); ResNet's ``sgd-momentum``, what both
+    scripts run, listed in ``assumed`` with ``input_size`` (224×224: the scripts' training crop,
+    not in the rows). Rows fed by ``torch.utils.data.DataLoader`` are dropped: their host-side
+    loading bounds the step (the same run is slower with 8 loader workers than with 48), where
+    every other source times synthetic input; DALI-fed rows are kept and flagged. Static and
+    dynamic loss scaling are separate rows of the same workload (``precision_detail``), both
+    kept. Extra columns: ``framework``, ``implementation``, ``precision_detail``,
+    ``input_pipeline`` (the ``dali`` column), ``other_settings``, ``samples_per_s``;
+    ``upstream_source`` cites the DLPerf README and line.
+    """
+    path = data_file(resolve_data_dir(data_dir), DP_SCALING_FILE)
+    raw = read_csv(path)
+    require_columns(raw, path, ("framework", "framework_version", "implementation",
+                                "source_readme", "source_line", "row_kind", "model", "seq_len",
+                                "precision", "precision_detail", "dali", "other_settings",
+                                "total_gpus", "batch_size_per_device", "samples_per_s"))
+    report = LoadReport(source=DP_SCALING_FILE, rows_in=len(raw), path=str(path))
+    drops = Drops(raw.index)
+
+    def text(col: str) -> pd.Series:
+        return raw[col].astype(object).map(lambda s: str(s).strip() if pd.notna(s) else "")
+
+    kind, framework, model = text("row_kind"), text("framework"), text("model")
+    drops.mark_each(kind.map(lambda k: None if k == "result" else
+                             f"row_kind {k!r}: not a per-framework result (a summary or a single "
+                             f"run repeating one)"))
+    drops.mark_each(framework.map(lambda f: None if f in PYTORCH_FRAMEWORKS else
+                                  f"framework {f!r}: perfcast builds PyTorch graphs"))
+    gpus = positive_int(raw["total_gpus"])
+    drops.mark(gpus.isna(), "missing or invalid total_gpus")
+    drops.mark(gpus.fillna(1) != 1,
+               "data parallel over more than one GPU (load_dp_scaling reads the scaling)")
+    drops.mark_each(model.map(lambda m: None if m in DLPERF_MODELS else
+                              f"model {m!r} has no perfcast spec here"))
+    prec_raw = text("precision").str.lower()
+    drops.mark_each(prec_raw.map(lambda p: None if p in DLPERF_PRECISIONS else
+                                 f"unknown precision {p!r}"))
+    dali = text("dali")
+    drops.mark(dali.str.contains("DataLoader", regex=False),
+               "fed by torch.utils.data.DataLoader: host data loading bounds the step (other "
+               "sources time synthetic input)")
+    batch = positive_int(raw["batch_size_per_device"])
+    drops.mark(batch.isna(), "missing or invalid batch_size_per_device")
+    rate = positive_number(raw["samples_per_s"])
+    drops.mark(rate.isna(), "missing target value (samples_per_s missing or not > 0)")
+    seq = positive_int(raw["seq_len"])
+    drops.mark(model.map(lambda m: DLPERF_MODELS.get(m, ("", "", None, False))[3]) & seq.isna(),
+               "missing sequence length (seq_len) of a text model")
+    device = _registry_key(DLPERF_DEVICE)
+    if device is None:
+        drops.mark(pd.Series(True, index=raw.index),
+                   f"device {DLPERF_DEVICE!r} not in perfcast's device registry")
+
+    keep = drops.kept
+    labels = framework + " " + model
+    if not keep.any():
+        return _single_gpu_done(report, drops, labels, empty_frame())
+    spec = model[keep].map(DLPERF_MODELS.__getitem__)
+    impl = text("implementation")[keep]
+    rec = pd.DataFrame(index=raw.index[keep])
+    rec["model"] = spec.map(lambda s: s[0])
+    rec["family"] = spec.map(lambda s: s[1])
+    rec["device"] = device
+    rec["mode"] = "train"
+    rec["precision"] = prec_raw[keep].map(DLPERF_PRECISIONS)
+    rec["batch_size"] = batch[keep].astype("int64")
+    rec["input_size"] = spec.map(lambda s: s[2])
+    rec["seq_len"] = pd.array([int(v) if s[3] else pd.NA for v, s in
+                               zip(seq[keep].fillna(0), spec)], dtype="Int64")
+    rec["time_ms"] = rec["batch_size"] / rate[keep] * 1000.0
+    rec["num_gpus"] = 1
+    rec["global_batch_size"] = rec["batch_size"]
+    rec["source"] = DP_SCALING_FILE
+    rec["source_row"] = rec.index.astype("int64")
+    rec["raw_model"] = model[keep]
+    rec["arch"] = rec["model"].str.split(":", n=1).str[1]
+    rec["software"] = text("framework_version")[keep].map(_software)
+    opt = [_optimizer(f, i) for f, i in zip(rec["family"], impl)]
+    rec["optimizer"] = [o for o, _ in opt]
+    rec["assumed"] = [",".join([*(["input_size"] if s[2] else []),
+                                *(["optimizer"] if assumed else [])]) or None
+                      for (_, assumed), s in zip(opt, spec)]
+    rec["framework"] = framework[keep]
+    rec["implementation"] = impl
+    rec["precision_detail"] = text("precision_detail")[keep]
+    rec["input_pipeline"] = dali[keep]
+    rec["other_settings"] = text("other_settings")[keep]
+    rec["samples_per_s"] = rate[keep]
+    rec["upstream_source"] = (f"{_DLPERF_UPSTREAM} " + text("source_readme")[keep] + ":"
+                              + text("source_line")[keep])
+    rec = drop_duplicates(rec, drops, ["device", "model", "precision", "batch_size", "seq_len",
+                                       "software", "implementation", "precision_detail",
+                                       "input_pipeline", "other_settings"],
+                          "same framework, implementation, precision, batch and settings")
+    frame = finalize(rec)
+    fed = int(frame["input_pipeline"].str.startswith("yes").sum())
+    if fed:
+        report.flags["input from DALI (an ImageNet pipeline, not synthetic)"] = fed
+    guessed = int(frame["assumed"].fillna("").str.contains("optimizer").sum())
+    if guessed:
+        report.flags["optimizer not in the row: SGD with momentum, what the scripts run "
+                     "(assumed)"] = guessed
+    return _single_gpu_done(report, drops, labels, frame)
+
+
+def _single_gpu_done(report: LoadReport, drops: Drops, labels: pd.Series,
+                     frame: pd.DataFrame) -> pd.DataFrame:
+    report.dropped = drops.counts()
+    report.examples = drops.examples(labels)
+    report.rows_out = len(frame)
+    report.describe(frame)
+    return with_report(frame, report)
+
+
+__all__ = ["DLPERF_CLUSTER", "DLPERF_DEVICE", "DLPERF_MODELS", "PCIE4_GBS", "VIDUR_CLUSTERS",
+           "load_deepspeed_zero", "load_dlperf_single_gpu", "load_dp_scaling",
+           "load_megatron_gpt", "load_vidur_network"]
