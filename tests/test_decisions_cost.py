@@ -46,13 +46,13 @@ def test_epochs_times_dataset_size():
     (dict(time_ms=1), "iterations, or epochs and dataset_size"),
     (dict(time_ms=1, epochs=2), "iterations, or epochs and dataset_size"),
     (dict(time_ms=1, iterations=10, epochs=1, dataset_size=5), "not both"),
-    (dict(time_ms=1, iterations=0), "iterations must be a positive integer"),
-    (dict(time_ms=1, iterations=2.5), "iterations must be a positive integer"),
-    (dict(time_ms=1, epochs=1, dataset_size=-3), "dataset_size must be a positive integer"),
+    (dict(time_ms=1, iterations=0), "--iterations must be ≥ 1"),
+    (dict(time_ms=1, iterations=2.5), "--iterations must be an integer"),
+    (dict(time_ms=1, epochs=1, dataset_size=-3), "--dataset-size must be ≥ 1"),
     (dict(time_ms=1, iterations=1, batch_size=0), "batch size must be a positive integer"),
-    (dict(time_ms=-1, iterations=1), "time_ms must be"),
-    (dict(time_ms=1, iterations=1, pue=0.5), "pue must be >= 1"),
-    (dict(time_ms=1, iterations=1, price_per_hour=-2), "price per hour"),
+    (dict(time_ms=-1, iterations=1), "--time-ms must be positive"),
+    (dict(time_ms=1, iterations=1, pue=0.5), "--pue must be ≥ 1"),
+    (dict(time_ms=1, iterations=1, price_per_hour=-2), "--price-per-hour must be ≥ 0"),
     (dict(time_ms=1, iterations=1, mode="serve"), "unknown mode"),
     (dict(iterations=1), "give a model"),
 ])
@@ -185,7 +185,7 @@ def test_to_dict_is_json_serialisable():
 
 
 def test_predicted_energy_is_used(monkeypatch):
-    import perfcast.api
+    import perfcast.request.single
 
     def fake_predict(w, dev, **opts):
         return Prediction(model=w.spec, device=dev.key, mode=w.mode, precision="fp32",
@@ -193,7 +193,7 @@ def test_predicted_energy_is_used(monkeypatch):
                           power_w=200.0, predictor={"time_ms": "xgboost", "energy_j": "mlp"},
                           notes=["from the fake"])
 
-    monkeypatch.setattr(perfcast.api, "predict_workload", fake_predict)
+    monkeypatch.setattr(perfcast.request.single, "predict_workload", fake_predict)
     e = estimate_cost("timm:whatever", device="a100-40gb", iterations=18_000, region="FRA")
     assert e.hours == pytest.approx(1.0) and e.sources["time"] == "predicted (xgboost)"
     assert e.energy_kwh == pytest.approx(40 * 18_000 / 3.6e6)

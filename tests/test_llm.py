@@ -470,9 +470,9 @@ def test_cost_generate(capsys):
 @pytest.mark.parametrize("extra,needle", [
     (["--input-len", "16", "--output-len", "8"], "needs --requests"),
     (["--requests", "0", "--input-len", "16", "--output-len", "8"],
-     "requests must be a positive integer"),
+     "--requests must be ≥ 1"),
     (["--requests", "5", "--input-len", "16", "--output-len", "8", "--iterations", "3"],
-     "do not apply"),
+     "not both"),
 ])
 def test_cost_generate_bad_input(extra, needle, capsys):
     rc = main(["cost", "hf:meta-llama/Llama-2-7b-hf", "--mode", "generate", "--device",

@@ -164,56 +164,70 @@ def choose_profile(memory_mb: float, profiles: list[MigProfile], *, margin: floa
 
 def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | None = None,
                   mode: str = "infer", precision: str | None = None,
-                  latency_slo_ms: float | None = None, margin: float = 0.1,
+                  latency_slo_ms: float | None = None, margin: float | None = None,
                   all_profiles: bool = False, overhead_mb: float | None = None,
                   memory_mb: float | None = None, risk: str = "safe",
-                  **predict_kwargs: Any) -> MigAdvice:
-    """Recommend a MIG profile for ``model`` on ``device`` (A100, H100, H200).
+                  **options: Any) -> MigAdvice:
+    """Recommend a MIG profile for ``model`` on ``device`` (A100, H100, H200) — ``perfcast
+    mig``, ``--mode infer``, ``train`` or ``generate`` (:func:`mig_request`).
 
     Memory comes from :func:`perfcast.predict` (``memory_mb=`` overrides it, e.g. with a measured
-    value); ``margin``: relative error margin added to the memory (0.1 = 10 %);
-    ``latency_slo_ms``: also require the slice's scaled time per batch to meet it;
-    ``all_profiles``: choose among every profile (default: the standard even partitions DIPPM
-    uses — the others are listed as alternatives); ``risk``: plan with the predicted memory's
-    calibrated upper bound (``safe``), point (``central``) or lower bound (``optimistic``).
-    ``predict_kwargs`` go to ``perfcast.predict``
-    (``input_size``, ``seq_len``, ``optimizer``, ``predictor``, ``example_inputs``).
+    value); ``margin``: relative error margin added to the memory (default 0.1 = 10 %;
+    ``--mode generate``: none unless given); ``latency_slo_ms``: also require the slice's
+    scaled time per batch to meet it; ``all_profiles``: choose among every profile (default:
+    the standard even partitions DIPPM uses — the others are listed as alternatives);
+    ``risk``: plan with the predicted memory's calibrated upper bound (``safe``), point
+    (``central``) or lower bound (``optimistic``). ``options``: the other options of
+    ``perfcast mig`` by field name (``input_size``, ``seq_len``, ``optimizer``,
+    ``predictor``, ``example_inputs``; generation's ``input_len``, ``output_len``,
+    ``engine`` …).
     """
-    from perfcast.api import DEFAULT_BATCH, parse_request, predict_workload
-    from perfcast.devices import get_device
+    from perfcast.decisions.common import request_for
 
-    dev = get_device(device)
+    return mig_request(request_for(
+        "mig", model, device=device, batch_size=batch_size, mode=mode, precision=precision,
+        latency_slo_ms=latency_slo_ms, margin=margin, all_profiles=all_profiles,
+        runtime_overhead_mb=overhead_mb, memory_mb=memory_mb, risk=risk, **options))
+
+
+def mig_request(req) -> MigAdvice:
+    """The answer of ``perfcast mig`` to the validated request ``req`` (module docstring): the
+    request's memory on the full GPU (:func:`perfcast.request.engines.estimate`; ``--mode
+    generate``: the serving memory per device, within vLLM's ``gpu_memory_utilization`` share
+    of the slice) against each profile's usable memory."""
+    from perfcast.api import DEFAULT_BATCH
+    from perfcast.decisions.common import device_of, given_or
+    from perfcast.request.engines import estimate
+    from perfcast.uncertainty import pick
+
+    dev = device_of(req)
     profiles = mig_profiles(dev.key)
-    if latency_slo_ms is not None and latency_slo_ms <= 0:
-        raise PerfcastError(f"latency SLO must be > 0 ms, got {latency_slo_ms}")
-    if memory_mb is not None and memory_mb <= 0:
-        raise PerfcastError(f"memory must be > 0 MiB, got {memory_mb}")
-    from perfcast.uncertainty import RISKS, pick
-
-    if risk not in RISKS:
-        from perfcast.errors import unknown_choice
-
-        raise unknown_choice("risk", risk, RISKS)
+    v = req.value
+    mode, generate = req.mode, req.mode == "generate"
+    latency_slo_ms, all_profiles, memory_mb = (v("latency_slo_ms"), v("all_profiles"),
+                                               v("memory_mb"))
+    margin = float(given_or(req, "margin", 0.0)) if generate else v("margin")
+    risk = "central" if generate else v("risk")
     notes: list[str] = []
     band: dict[str, Any] = {}
-    w = opts = None
-    if model is not None:
-        w, opts = parse_request(model, batch_size=batch_size, mode=mode, precision=precision,
-                                **predict_kwargs)
-        opts["runtime_overhead_mb"] = overhead_mb
-    label = w.spec if w is not None else "given memory"
+    precision, batch_size = v("precision"), v("batch_size")
+    label = req.workload.spec if req.workload is not None else "given memory"
     time_ms = None
     predictor: dict[str, str] = {}
     memory_notes: list[str] = []
-    if memory_mb is None or (latency_slo_ms is not None and model is not None):
-        if w is None:
+    if memory_mb is None or (latency_slo_ms is not None and req.workload is not None):
+        if req.workload is None:
             raise PerfcastError("give a model (or --memory-mb for a known peak)")
-        pred = predict_workload(w, dev, **opts)
-        memory_notes = pred.route.answers["memory_mb"].notes
+        pred = estimate(req)
+        memory_notes = (pred.route.answers["memory_mb"].notes if pred.kind == "single"
+                        else [n for n in pred.notes if n.startswith("memory")])
         precision, batch_size, label = pred.precision, pred.batch_size, pred.model
         time_ms, predictor = pred.time_ms, dict(pred.predictor)
-        notes.extend(n for n in pred.notes if not n.startswith(("energy_j", "power_w")))
-        if memory_mb is None:
+        skip = ("energy",) if generate else ("energy_j", "power_w")
+        notes.extend(n for n in pred.notes if not n.startswith(skip))
+        if memory_mb is None and generate:
+            memory_mb = _serving_memory(pred, notes, band)
+        elif memory_mb is None:
             memory_mb = pick(pred, "memory_mb", risk)
             band = {"memory_mb_central": pred.memory_mb, "memory_mb_low": pred.memory_mb_low,
                     "memory_mb_high": pred.memory_mb_high,
@@ -274,3 +288,23 @@ def recommend_mig(model: Any, *, device: str = "a100-40gb", batch_size: int | No
             out.notes.append(f"{', '.join(smaller)} also fit with fewer compute slices "
                              f"(non-standard profiles; --all-profiles to choose among them)")
     return out
+
+
+def _serving_memory(pred, notes: list[str], band: dict[str, Any]) -> float:
+    """The memory a slice must have for a generation request: its need per device (weights +
+    KV cache + activations + runtime) — for vLLM ÷ its ``gpu_memory_utilization`` share, the
+    part of the slice it sizes all of that in."""
+    from perfcast.llm.physics import MEMORY_UTILIZATION
+
+    need = float(pred.memory_needed_mb)
+    band["memory_mb_central"] = need
+    if pred.details.engine != "vllm":
+        return need
+    notes.append(f"memory_mb: vLLM sizes weights + KV cache within gpu_memory_utilization "
+                 f"{MEMORY_UTILIZATION} of the slice: {need:,.0f} MiB needed ÷ "
+                 f"{MEMORY_UTILIZATION} = {need / MEMORY_UTILIZATION:,.0f} MiB of usable memory")
+    return need / MEMORY_UTILIZATION
+
+
+__all__ = ["MigAdvice", "MigProfile", "choose_profile", "mig_devices", "mig_profiles",
+           "mig_request", "recommend_mig", "slice_time_ms"]

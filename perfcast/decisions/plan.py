@@ -20,15 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from perfcast.errors import PerfcastError
-from perfcast.workload import (
-    DEFAULT_OPTIMIZER,
-    INTERLEAVED_CHUNKS,
-    MAX_GPUS,
-    RECOMPUTE,
-    SCHEDULES,
-    ZERO_STAGES,
-    Layout,
-)
+from perfcast.workload import INTERLEAVED_CHUNKS, RECOMPUTE, ZERO_STAGES, Layout
 
 #: Planners by mode: layouts of a training step, deployments of a served LLM.
 PLAN_MODES = ("train", "generate")
@@ -111,19 +103,19 @@ def _divisors(n: int) -> list[int]:
 
 def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = None,
          batch_size: int | None = None, seq_len: int | None = None,
-         precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER, mode: str = "train",
+         precision: str | None = None, optimizer: str | None = None, mode: str = "train",
          data_parallel: int | None = None, tensor_parallel: int | None = None,
          pipeline_parallel: int | None = None, micro_batch_size: int | None = None,
          recompute: tuple[str, ...] | str | None = None,
-         zero: tuple[int, ...] | int | None = None, schedule: str = "1f1b",
-         use_cache: bool = True,
+         zero: tuple[int, ...] | int | None = None, schedule: str | None = None,
+         use_cache: bool | None = None,
          progress: Callable[[int, int], None] | None = None,
          rate: float | None = None, input_len: int | None = None,
          output_len: int | None = None, slo_ttft_ms: float | None = None,
          slo_tpot_ms: float | None = None, engine: str | None = None,
          max_batch: int | None = None, price_per_hour: float | None = None,
          provider: str | None = None, n_batch: int | None = None,
-         n_ubatch: int | None = None, flash_attention: str = "auto"):
+         n_ubatch: int | None = None, flash_attention: str | None = None, **options: Any):
     """``mode="train"``: rank every valid layout of ``gpus`` GPUs of ``device`` for one
     training iteration of ``model`` with a global ``batch_size`` (default 32 per … GPU:
     ``gpus`` × 1 sample, at least 32). The layout options fix part of the search:
@@ -142,87 +134,104 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
 
     Both price the GPUs: ``price_per_hour`` (USD per GPU-hour) if given, else ``provider``'s
     latest on-demand price, else the lowest provider's
-    (:func:`~perfcast.decisions.prices.choose_price`)."""
-    from perfcast.api import as_workload
-    from perfcast.devices import get_device
+    (:func:`~perfcast.decisions.prices.choose_price`). What ``perfcast plan`` answers
+    (:func:`plan_request`)."""
+    from perfcast.decisions.common import request_for
+
+    recs, zeros = _several("recompute", recompute, RECOMPUTE), _several("zero", zero,
+                                                                        ZERO_STAGES)
+    req = request_for(
+        "plan", model, gpus=gpus, device=device, cluster=cluster, batch_size=batch_size,
+        seq_len=seq_len, precision=precision, optimizer=optimizer, mode=mode,
+        data_parallel=data_parallel, tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel, micro_batch_size=micro_batch_size,
+        recompute=recs[0] if recs else None, zero=zeros[0] if zeros else None,
+        schedule=schedule, use_cache=use_cache, rate=rate, input_len=input_len,
+        output_len=output_len, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, engine=engine,
+        max_batch=max_batch, price_per_hour=price_per_hour, provider=provider,
+        n_batch=n_batch, n_ubatch=n_ubatch, flash_attention=flash_attention, **options)
+    return plan_request(req, progress, recompute=recs, zero=zeros)
+
+
+def _several(name: str, value, allowed) -> list | None:
+    """The Python API's one value or several of ``recompute`` / ``zero`` (``None``: not
+    given)."""
+    if value is None:
+        return None
+    vals = [value] if isinstance(value, (str, int)) else list(value)
+    for v in vals:
+        if v not in allowed or isinstance(v, bool):
+            from perfcast.errors import unknown_choice
+
+            raise unknown_choice(name, v, allowed)
+    return vals
+
+
+def plan_request(req, progress: Callable[[int, int], None] | None = None, *,
+                 recompute: list[str] | None = None, zero: list[int] | None = None):
+    """The answer of ``perfcast plan`` to the validated request ``req`` (module docstring):
+    ``--mode train`` the layouts (a :class:`Plan`), ``--mode generate`` the deployments (a
+    :class:`~perfcast.decisions.serving.ServingPlan`). ``progress(i, n)`` is called as the
+    candidates are priced; ``recompute`` / ``zero``: several values to search (the Python
+    API), instead of the request's one or every one."""
+    from perfcast.decisions.common import device_of
 
     t0 = time.perf_counter()
-    if mode not in PLAN_MODES:
-        from perfcast.errors import unknown_choice
+    if req.mode == "generate":
+        if "batch_size" in req.given:
+            raise PerfcastError("--batch-size apply to plan --mode train; --mode generate takes "
+                                "--rate, --input-len, --output-len, --slo-ttft-ms, "
+                                "--slo-tpot-ms, --engine, --precision, --tensor-parallel, "
+                                "--max-batch (requests a replica runs at once), --gpus (the "
+                                "most), --n-batch / --n-ubatch (llama.cpp)")
+        from perfcast.decisions.serving import serving_request
 
-        raise unknown_choice("plan mode", mode, PLAN_MODES)
-    serving = {"--rate": rate, "--input-len": input_len, "--output-len": output_len,
-               "--slo-ttft": slo_ttft_ms, "--slo-tpot": slo_tpot_ms, "--engine": engine,
-               "--max-batch": max_batch, "--n-batch": n_batch, "--n-ubatch": n_ubatch}
-    if mode == "generate":
-        training = {"--cluster": cluster, "--batch-size": batch_size, "--seq-len": seq_len,
-                    "--data-parallel": data_parallel,
-                    "--pipeline-parallel": pipeline_parallel,
-                    "--micro-batch-size": micro_batch_size, "--recompute": recompute,
-                    "--zero": zero, "--schedule": None if schedule == "1f1b" else schedule,
-                    "--flash-attention": None if flash_attention == "auto" else flash_attention,
-                    "--optimizer": None if optimizer == DEFAULT_OPTIMIZER else optimizer}
-        bad = [k for k, v in training.items() if v is not None]
-        if bad:
-            raise PerfcastError(f"{', '.join(bad)} apply to plan --mode train; --mode "
-                                f"generate takes --rate, --input-len, --output-len, --slo-ttft, "
-                                f"--slo-tpot, --engine, --precision, --tensor-parallel, "
-                                f"--max-batch, --gpus (the most), --n-batch / --n-ubatch "
-                                f"(llama.cpp)")
-        from perfcast.decisions.serving import plan_serving
-
-        return plan_serving(model, device=device, rate=rate, input_len=input_len,
-                            output_len=output_len, slo_ttft_ms=slo_ttft_ms,
-                            slo_tpot_ms=slo_tpot_ms, engine=engine, precision=precision,
-                            tensor_parallel=tensor_parallel, max_batch=max_batch,
-                            max_gpus=gpus, price_per_hour=price_per_hour, provider=provider,
-                            n_batch=n_batch, n_ubatch=n_ubatch, progress=progress)
-    bad = [k for k, v in serving.items() if v is not None]
-    if bad:
-        raise PerfcastError(f"{', '.join(bad)} apply to plan --mode generate (serving an LLM "
-                            f"at a request rate)")
+        return serving_request(req, progress)
+    gpus = req.value("gpus")
     if gpus is None:
         raise PerfcastError("perfcast plan --mode train needs --gpus (GPUs to spread the "
                             "training over)")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1 or gpus > MAX_GPUS:
-        raise PerfcastError(f"--gpus must be a whole number in 1..{MAX_GPUS:,}, got {gpus!r}")
-    dev = get_device(device)
+    dev = device_of(req)
     from perfcast.decisions.prices import choose_price
 
-    price = choose_price(dev, provider, price_per_hour)  # a wrong provider fails before work
-    recs = _choices("recompute", recompute, RECOMPUTE)
-    zeros = [int(z) for z in _choices("zero", zero, ZERO_STAGES)]
-    if schedule not in SCHEDULES:
-        from perfcast.errors import unknown_choice
-
-        raise unknown_choice("pipeline schedule", schedule, SCHEDULES)
+    price = choose_price(dev, req.value("provider"), req.value("price_per_hour"))
+    recs = recompute or _given_list(req, "recompute", RECOMPUTE)
+    zeros = [int(z) for z in (zero or _given_list(req, "zero", ZERO_STAGES))]
+    schedule = req.value("schedule")
     # the request itself (validated once, with whatever part of the layout is fixed)
-    fixed = {"data_parallel": data_parallel, "tensor_parallel": tensor_parallel,
-             "pipeline_parallel": pipeline_parallel}
-    b = batch_size if batch_size is not None else max(32, gpus)
-    w = as_workload(model, mode="train", batch_size=b, seq_len=seq_len, precision=precision,
-                    optimizer=optimizer, **{k: v for k, v in fixed.items() if v is not None},
-                    micro_batch_size=micro_batch_size, flash_attention=flash_attention)
+    fixed = {k: (req.value(k) if k in req.given else None)
+             for k in ("data_parallel", "tensor_parallel", "pipeline_parallel")}
+    b = req.value("batch_size") or max(32, gpus)
+    batch_given = "batch_size" in req.given
+    if not batch_given:
+        req = req.replace(batch_size=b)
+    w = req.workload
     if all(v is not None for v in fixed.values()):  # the GPU count rule, before any model
         lay = w.layout                                 # is read (the shape's rules pass here)
         w.check_layout(layers=lay.pipeline * INTERLEAVED_CHUNKS, heads=lay.tensor,
                        hidden=lay.tensor, gpus=gpus)
     from perfcast.parallel.cluster import Cluster
 
+    cluster = req.options.cluster
     cl = Cluster.resolve(cluster, dev)
     notes: list[str] = []
     if cluster is None:
         notes.append(f"cluster: {cl} — the registry's defaults for {dev.key}; give --cluster "
                      f"FILE.json for yours")
-    if batch_size is None:
+    if not batch_given:
         notes.append(f"batch_size: {b} global (none given: max(32, GPUs))")
+    use_cache = req.options.use_cache
     if w.model.kind == "hf":
         out = _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
                                 progress, notes, t0)
     else:
-        out = _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, notes,
-                                  t0)
+        out = _plan_data_parallel(req, w, dev, cl, gpus, fixed, zeros, progress, notes, t0)
     return _priced(out, price)
+
+
+def _given_list(req, name: str, allowed) -> list:
+    """The request's one value of ``name`` when given, else every allowed one."""
+    return [req.value(name)] if name in req.given else list(allowed)
 
 
 def _priced(p: Plan, price) -> Plan:
@@ -240,18 +249,6 @@ def _priced(p: Plan, price) -> Plan:
         if r.tokens_per_s:
             r.usd_per_1m_tokens = p.usd_per_hour / (r.tokens_per_s * 3600) * 1e6
     return p
-
-
-def _choices(name: str, value, allowed) -> list:
-    if value is None:
-        return list(allowed)
-    vals = [value] if isinstance(value, (str, int)) else list(value)
-    for v in vals:
-        if v not in allowed:
-            from perfcast.errors import unknown_choice
-
-            raise unknown_choice(name, v, allowed)
-    return vals
 
 
 def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache, progress,
@@ -351,9 +348,8 @@ def _precision(w, dev, notes):
     return w
 
 
-def _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, notes,
-                        t0) -> Plan:
-    from perfcast.api import predict_request
+def _plan_data_parallel(req, w, dev, cl, gpus, fixed, zeros, progress, notes, t0) -> Plan:
+    from perfcast.request.engines import estimate
 
     if (fixed["tensor_parallel"] or 1) > 1 or (fixed["pipeline_parallel"] or 1) > 1:
         raise PerfcastError(f"tensor and pipeline parallelism split a transformer's layers "
@@ -362,21 +358,22 @@ def _plan_data_parallel(w, dev, cl, gpus, fixed, zeros, use_cache, progress, not
     if w.batch_size % gpus:
         raise PerfcastError(f"the global batch {w.batch_size:,} does not divide among "
                             f"{gpus:,} data-parallel replicas")
+    # each candidate through the engines: the layout's data parallelism and ZeRO stage, the
+    # request's micro-batch (the replica's step by the single-GPU predictor)
+    base = req.replace(precision=w.precision, recompute="none", cluster=cl)
     rows = []
     zs = [z for z in zeros if not (z and gpus == 1)]
     for i, z in enumerate(zs):
         if progress is not None:
             progress(i, len(zs))
         if gpus == 1:  # one GPU: the single-GPU answer
-            from perfcast.api import predict_workload
-
-            q = predict_workload(w.single_device(), dev, use_cache=use_cache)
+            q = estimate(base.replace(data_parallel=1, zero=0, micro_batch_size=None,
+                                      cluster=None))
             rows.append(PlanRow(0, 1, 1, 1, w.batch_size, "none", 0, "1f1b", q.time_ms,
                                 w.batch_size / q.time_ms * 1e3, None, q.memory_mb or 0.0,
                                 bool(q.fits)))
             continue
-        lw = w.replace(layout=Layout(data=gpus, micro_batch=w.layout.micro_batch, zero=z))
-        p = predict_request(lw, dev, cluster=cl, use_cache=use_cache)
+        p = estimate(base.replace(data_parallel=gpus, zero=z))
         lay = p.layout
         rows.append(PlanRow(0, gpus, 1, 1, lay["micro_batch_size"], "none", z, "1f1b",
                             p.time_ms, p.samples_per_s, p.tokens_per_s, p.memory_mb or 0.0,
@@ -410,4 +407,4 @@ def _ranked(w, dev, cl, gpus, rows, skipped, notes, t0, seq_len) -> Plan:
                 elapsed_s=time.perf_counter() - t0, notes=notes)
 
 
-__all__ = ["PLAN_MODES", "Plan", "PlanRow", "plan"]
+__all__ = ["PLAN_MODES", "Plan", "PlanRow", "plan", "plan_request"]

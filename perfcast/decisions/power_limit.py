@@ -86,33 +86,41 @@ class PowerLimitChoice:
 
 def choose_power_limit(model: Any, *, device: str, eta: float = 0.5,
                        batch_size: int | None = None, mode: str = "train",
-                       precision: str | None = None, **kwargs: Any) -> PowerLimitChoice:
+                       precision: str | None = None, **options: Any) -> PowerLimitChoice:
     """The power limit of ``device`` minimising ``η·energy + (1 − η)·max power·time`` for
-    ``model`` (a spec, ``nn.Module`` or :class:`~perfcast.workload.Workload`; the workload
-    keywords and prediction options of :func:`perfcast.predict` pass through). ``eta``: 0 =
-    time only (the highest limit), 1 = energy only."""
+    ``model`` (a spec, ``nn.Module`` or :class:`~perfcast.workload.Workload`; ``options``: the
+    other options of ``perfcast power-limit`` by field name) — one GPU's ``--mode infer`` or
+    ``train`` step (:func:`power_limit_request`). ``eta``: 0 = time only (the highest limit),
+    1 = energy only."""
+    from perfcast.decisions.common import request_for
+
+    return power_limit_request(request_for("power-limit", model, device=device, eta=eta,
+                                           batch_size=batch_size, mode=mode,
+                                           precision=precision, **options))
+
+
+def power_limit_request(req) -> PowerLimitChoice:
+    """The answer of ``perfcast power-limit`` to the validated request ``req`` — one GPU's
+    ``--mode infer`` or ``train`` step, the modes the request schema lets it take (module
+    docstring): one prediction at the default limit (:func:`perfcast.request.engines.
+    estimate`), then the power model's sweep over the limits."""
     from perfcast import energy as E
-    from perfcast.api import parse_request, predict_workload
-    from perfcast.devices import get_device
+    from perfcast.decisions.common import device_of
+    from perfcast.request.engines import estimate
     from perfcast.shipped import load_shipped
 
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0.0 <= eta <= 1.0:
-        raise PerfcastError(f"--eta must be between 0 and 1 (0: time only, 1: energy only), "
-                            f"got {eta!r}")
-    dev = get_device(device)
+    eta = req.value("eta")
+    dev = device_of(req)
     rng = E.limit_range(dev)  # a CPU or a GPU without a TDP: one-line error, before the graph
-    w, opts = parse_request(model, batch_size=batch_size, mode=mode, precision=precision,
-                            **kwargs)
-    opts.pop("power_limit_w", None)
-    p = predict_workload(w, dev, **opts)  # at the default limit
+    p = estimate(req)  # at the default limit
     if p.energy_j is None or p.time_ms is None or p.route is None or p.route.request is None:
         raise PerfcastError(f"no energy prediction for {p.model} on {dev.key}: "
                             + "; ".join(n for n in p.notes if n.startswith(("energy_j",
                                                                             "time_ms"))))
-    req = p.route.request
+    routed = p.route.request
     t = p.route.answers["time_ms"].value
-    flops, moved, kernels = E.step_work(req.cost(), int(p.batch_size), p.mode, p.precision,
-                                        req.w.train_optimizer)
+    flops, moved, kernels = E.step_work(routed.cost(), int(p.batch_size), p.mode, p.precision,
+                                        routed.w.train_optimizer)
     feats = E.step_features(flops, moved, kernels, t / 1e3, dev, p.precision, int(p.batch_size))
     model_ = load_shipped("power-model")
     rows = E.sweep(model_, feats, dev, t / 1e3, float(eta))
@@ -138,4 +146,4 @@ def choose_power_limit(model: Any, *, device: str, eta: float = 0.5,
         notes=notes)
 
 
-__all__ = ["PowerLimitChoice", "choose_power_limit"]
+__all__ = ["PowerLimitChoice", "choose_power_limit", "power_limit_request"]

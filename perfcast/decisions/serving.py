@@ -271,15 +271,6 @@ def _tensor_parallel_options(arch, engine: str, per_node: int) -> list[int]:
             and (arch.kv_heads % t == 0 if arch.kv_heads >= t else t % arch.kv_heads == 0)]
 
 
-def _check_number(name: str, v, positive: bool = True) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-            or (v <= 0 if positive else v < 0):
-        raise PerfcastError(f"{name} must be a positive number, got {v!r}")
-    return float(v)
-
-
 def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
                  output_len: int | None, slo_ttft_ms: float | None = None,
                  slo_tpot_ms: float | None = None, engine: str | None = None,
@@ -289,36 +280,48 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
                  n_batch: int | None = None, n_ubatch: int | None = None,
                  progress: Callable[[int, int], None] | None = None) -> ServingPlan:
     """Rank the deployments of ``model`` on ``device`` serving ``rate`` requests/s of
-    ``input_len`` → ``output_len`` tokens (module docstring). ``tensor_parallel`` /
-    ``max_batch`` fix part of the search (llama.cpp: ``n_batch`` / ``n_ubatch``, its logical
-    and physical batch); ``max_gpus`` caps ``R·T``; ``price_per_hour`` (USD
-    per GPU-hour) or ``provider`` choose the price (default: the lowest provider's latest
-    on-demand price, :func:`~perfcast.decisions.prices.choose_price`)."""
-    from perfcast.api import as_workload
+    ``input_len`` → ``output_len`` tokens (module docstring) — ``perfcast plan --mode
+    generate`` (:func:`serving_request`). ``tensor_parallel`` / ``max_batch`` fix part of the
+    search (llama.cpp: ``n_batch`` / ``n_ubatch``, its logical and physical batch);
+    ``max_gpus`` (``--gpus``) caps ``R·T``; ``price_per_hour`` (USD per GPU-hour) or
+    ``provider`` choose the price (default: the lowest provider's latest on-demand price,
+    :func:`~perfcast.decisions.prices.choose_price`)."""
+    from perfcast.decisions.common import request_for
+
+    req = request_for("plan", model, mode="generate", device=device, rate=rate,
+                      input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+                      slo_tpot_ms=slo_tpot_ms, engine=engine, precision=precision,
+                      tensor_parallel=tensor_parallel, max_batch=max_batch, gpus=max_gpus,
+                      price_per_hour=price_per_hour, provider=provider, n_batch=n_batch,
+                      n_ubatch=n_ubatch)
+    return serving_request(req, progress)
+
+
+def serving_request(request, progress: Callable[[int, int], None] | None = None
+                    ) -> ServingPlan:
+    """The answer of ``perfcast plan --mode generate`` to the validated ``request``: the
+    deployments ranked (module docstring); ``--tensor-parallel`` given fixes T, ``--gpus`` caps
+    the GPUs."""
+    from perfcast.decisions.common import device_of
     from perfcast.decisions.prices import choose_price
-    from perfcast.devices import get_device
     from perfcast.generation import _fits_fn, resolve
     from perfcast.llm.arch import llm_arch
 
     t0 = time.perf_counter()
-    rate = _check_number("--rate (requests/s)", rate)
-    if rate is None:
+    v = request.value
+    if v("rate") is None:
         raise PerfcastError("perfcast plan --mode generate needs --rate (requests per second)")
-    slo_ttft_s = None if slo_ttft_ms is None else _check_number("--slo-ttft (ms)",
-                                                                 slo_ttft_ms) / 1e3
-    slo_tpot_s = None if slo_tpot_ms is None else _check_number("--slo-tpot (ms)",
-                                                                 slo_tpot_ms) / 1e3
-    price = _check_number("--price-per-hour", price_per_hour, positive=False)
-    for name, v in (("--max-gpus", max_gpus), ("--max-batch", max_batch),
-                    ("--tensor-parallel", tensor_parallel)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise PerfcastError(f"{name} must be a positive integer, got {v!r}")
-    req = resolve(as_workload(model, mode="generate", precision=precision, input_len=input_len,
-                              output_len=output_len, engine=engine,
-                              tensor_parallel=tensor_parallel, n_batch=n_batch,
-                              n_ubatch=n_ubatch))
+    rate = float(v("rate"))
+    slo_ttft_ms, slo_tpot_ms, max_batch, max_gpus = (v("slo_ttft_ms"), v("slo_tpot_ms"),
+                                                     v("max_batch"), v("gpus"))
+    slo_ttft_s = None if slo_ttft_ms is None else float(slo_ttft_ms) / 1e3
+    slo_tpot_s = None if slo_tpot_ms is None else float(slo_tpot_ms) / 1e3
+    tensor_parallel = v("tensor_parallel") if "tensor_parallel" in request.given else None
+    price = None if v("price_per_hour") is None else float(v("price_per_hour"))
+    provider = v("provider")
+    req = resolve(request.workload)  # the served workload (its defaults filled in)
     req.require_lengths()
-    dev = get_device(device)
+    dev = device_of(request)
     if not dev.is_gpu:
         raise PerfcastError(f"--mode generate plans GPU serving; {dev.key} is a CPU")
     arch = llm_arch(req.spec)
@@ -380,7 +383,7 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
             gpus = n_rep * t
             why = ""
             if max_gpus is not None and gpus > max_gpus:
-                ok, why = False, f"needs {gpus:,} GPUs > --max-gpus {max_gpus:,}"
+                ok, why = False, f"needs {gpus:,} GPUs > --gpus {max_gpus:,}"
             elif cap <= 0:
                 alone = replica_at(rep, sat * 1e-6, b)
                 why = ("even one request at a time misses the SLO" + (
@@ -432,7 +435,7 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
     if skipped:
         notes.append("skipped: " + "; ".join(skipped))
     if winner is None:
-        notes.append("no deployment meets the SLOs" + (f" within --max-gpus {max_gpus}"
+        notes.append("no deployment meets the SLOs" + (f" within --gpus {max_gpus}"
                                                        if max_gpus else "")
                      + ": the table lists the others (relax the SLOs, another GPU or a lower "
                        "precision)")
@@ -448,4 +451,4 @@ def plan_serving(model: Any, *, device: str, rate: float, input_len: int | None,
 
 
 __all__ = ["MAX_BATCH_LIMIT", "Replica", "ServingPlan", "ServingRow", "capacity",
-           "plan_serving", "replica_at", "saturation_rate"]
+           "plan_serving", "replica_at", "saturation_rate", "serving_request"]

@@ -26,6 +26,7 @@ from perfcast.workload import (
     GENERATE_PRECISIONS,
     LLAMA_CPP_N_BATCH,
     LLAMA_CPP_N_UBATCH,
+    MAX_GPUS,
     MODES,
     OBJECTIVES,
     OPTIMIZERS,
@@ -59,7 +60,8 @@ class Field:
     HTTP names accepted for it; ``short``: a one-letter flag; ``group``: :data:`GROUPS`;
     ``minimum`` / ``maximum``: a number's bounds; ``overrides``: ``{command: {"help": …,
     "default": …}}`` — a command's or a surface's (``"ui"``: the web page's starting value, an
-    empty box still meaning "not given")."""
+    empty box still meaning "not given"); ``listed``: values the help lists that the command
+    checks itself (a price provider: any case, or an alias)."""
 
     name: str
     kind: str
@@ -82,6 +84,8 @@ class Field:
     overrides: dict = field(default_factory=dict, compare=False, hash=False)
     #: commands that cannot answer without it
     required: tuple[str, ...] = ()
+    #: values listed in the help, not enforced here (the command checks them with its aliases)
+    listed: Callable[[], tuple] | None = None
 
     @property
     def flag(self) -> str:
@@ -106,6 +110,7 @@ class Field:
         if self.unit and not self.argument:
             extra.append(self.unit)
         allowed = self.allowed(command) if self.name != "precision" else None
+        allowed = allowed or (tuple(self.listed()) if self.listed is not None else None)
         if allowed and (self.name != "device" or "choices" in self.overrides.get(command, {})):
             extra.append(f"one of {_or(allowed)}")
         default = self.default_for(command)
@@ -188,6 +193,8 @@ _GRAPH_PRECISION_HELP = (f"{_or(PRECISIONS)} (amp: float16 autocast; default: th
 _P = ("predict",)
 _DECIDE = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
 _GRAPH_CMDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
+#: the commands that answer --mode generate (power-limit covers one GPU's infer / train step)
+_SERVE = ("predict", "fit", "cost", "rank", "mig", "plan")
 #: perfcast report (one HTML page about one device; --mode infer or train)
 _R = ("report",)
 
@@ -230,7 +237,7 @@ FIELDS: tuple[Field, ...] = (
           modes=("train",), commands=_GRAPH_CMDS + ("memory",) + _R,
           help="Training optimizer (none: forward + backward, no optimizer step)"),
     Field("tf32", "str", "workload", default="default", choices=TF32_MODES, modes=GRAPH,
-          commands=("predict", "fit", "cost", "rank", "plan", "report"),
+          commands=_GRAPH_CMDS + _R,
           help="How fp32 matmuls and convolutions run on GPUs with TF32 units (Ampere and "
                "newer): default = PyTorch's defaults (convolutions TF32, matmuls FP32); on = "
                "NGC containers / set_float32_matmul_precision('high'); off = "
@@ -270,20 +277,20 @@ FIELDS: tuple[Field, ...] = (
                "inter_node_gbs (per-GPU unidirectional GB/s) and optional latencies (default: "
                "the device's servers, perfcast devices)"),
     # ---------------------------------------------------------------------------- serving
-    Field("engine", "str", "serving", choices=ENGINES, modes=("generate",), commands=_DECIDE,
+    Field("engine", "str", "serving", choices=ENGINES, modes=("generate",), commands=_SERVE,
           aliases=("--framework",),
           help=f"Serving engine (default {DEFAULT_ENGINE})"),
-    Field("input_len", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+    Field("input_len", "int", "serving", unit="tokens", modes=("generate",), commands=_SERVE,
           overrides={"ui": {"default": 512}},
           help="Prompt tokens per request"),
     Field("output_len", "int", "serving", unit="tokens", modes=("generate",),
-          commands=_DECIDE, overrides={"ui": {"default": 128}},
+          commands=_SERVE, overrides={"ui": {"default": 128}},
           help="Generated tokens per request"),
-    Field("n_batch", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+    Field("n_batch", "int", "serving", unit="tokens", modes=("generate",), commands=_SERVE,
           help=f"--engine llama.cpp: its logical batch n_batch (llama-bench -b; default "
                f"{LLAMA_CPP_N_BATCH:,}); the prompt runs in passes of min(n_batch, n_ubatch) "
                f"tokens"),
-    Field("n_ubatch", "int", "serving", unit="tokens", modes=("generate",), commands=_DECIDE,
+    Field("n_ubatch", "int", "serving", unit="tokens", modes=("generate",), commands=_SERVE,
           help=f"--engine llama.cpp: its physical batch n_ubatch (llama-bench -ub; ≤ n_batch; "
                f"default {LLAMA_CPP_N_UBATCH}, clamped to n_batch)"),
     Field("rate", "float", "serving", minimum=0, exclusive=True, unit="requests/s", modes=("generate",),
@@ -307,7 +314,7 @@ FIELDS: tuple[Field, ...] = (
     Field("threads", "int", "options", minimum=1, maximum=4096, modes=GRAPH, commands=_P,
           help="CPU threads the model runs with (CPU devices; default: this machine's cores)"),
     Field("coverage", "float", "options", minimum=0, maximum=1, exclusive=True, default=0.9, modes=ALL,
-          commands=("predict", "fit", "mig"),
+          commands=("predict", "fit", "cost", "rank", "mig"),
           help="Coverage of the calibrated intervals (0.9 = 90 %)"),
     Field("power_limit_w", "float", "options", minimum=0, exclusive=True, unit="W", modes=GRAPH,
           commands=("predict", "cost", "rank"), aliases=("--power-limit",),
@@ -321,7 +328,7 @@ FIELDS: tuple[Field, ...] = (
           help="GPU memory beyond the live tensors added to simulated memory (default: the "
                "median measured on real runs; 0 = tensors only)"),
     Field("use_cache", "bool", "options", default=True,
-          commands=("predict", "fit", "cost", "rank", "mig", "report"),
+          commands=("predict", "fit", "cost", "rank", "mig", "power-limit", "plan", "report"),
           help="Use the graph cache (false: rebuild the graph)"),
     # ---------------------------------------------------------------------------- decisions
     Field("devices", "list", "decision", default="all", commands=("rank",),
@@ -332,19 +339,23 @@ FIELDS: tuple[Field, ...] = (
     Field("objective", "str", "decision", default="time", choices=OBJECTIVES,
           commands=("rank",), help="What to rank by: time per batch, USD or kWh of the job"),
     Field("iterations", "int", "decision", minimum=1, unit="batches",
-          commands=("cost", "rank", "report"), overrides={"ui": {"default": 1000}},
+          commands=("cost", "rank", "report"),
+          overrides={c: {"default": 1000} for c in ("ui", "rank", "report")},
           help="Batches (iterations) the job runs"),
-    Field("epochs", "float", "decision", minimum=0, exclusive=True, commands=("cost",),
+    Field("epochs", "float", "decision", minimum=0, exclusive=True, modes=GRAPH,
+          commands=("cost",),
           help="Epochs over --dataset-size samples (instead of --iterations)"),
-    Field("dataset_size", "int", "decision", minimum=1, unit="samples", commands=("cost",),
+    Field("dataset_size", "int", "decision", minimum=1, unit="samples", modes=GRAPH,
+          commands=("cost",),
           help="Samples per epoch (with --epochs)"),
     Field("requests", "int", "decision", minimum=1, unit="requests", modes=("generate",),
-          commands=("cost",), help="Requests to serve (--mode generate)"),
-    Field("provider", "str", "decision", choices=_providers,
-          commands=("cost", "rank", "plan"),
-          help="Cloud whose on-demand price to use (its latest-dated offer for the GPU; "
-               "default: the lowest provider's); prices: the public price table "
-               "($PERFCAST_DATA/prices/gpu_prices.csv; $PERFCAST_PRICES replaces it)"),
+          commands=("cost",),
+          help="Requests to serve, in batches of --batch-size (instead of --iterations)"),
+    Field("provider", "str", "decision", listed=_providers, commands=("cost", "rank", "plan"),
+          help="Cloud whose on-demand price to use: its latest-dated offer for the GPU "
+               "(default: the lowest provider's; any case, or an alias such as google for gcp) "
+               "in the public price table $PERFCAST_DATA/prices/gpu_prices.csv, or the file "
+               "$PERFCAST_PRICES names"),
     Field("price_per_hour", "float", "decision", minimum=0, unit="USD per GPU-hour",
           commands=("cost", "rank", "plan"), help="Price of one GPU-hour (replaces the table's)"),
     Field("region", "str", "decision", commands=("cost", "report"),
@@ -356,7 +367,8 @@ FIELDS: tuple[Field, ...] = (
     Field("pue", "float", "decision", minimum=1, default=1.0, commands=("cost",),
           help="Data-centre power usage effectiveness (energy × PUE)"),
     Field("margin", "float", "decision", minimum=0, default=0.1, commands=("fit", "mig"),
-          help="Safety margin on memory (0.1 = 10 %)"),
+          help="Safety margin on memory (0.1 = 10 %; --mode generate: none unless given, the "
+               "engine's own memory share being the margin)"),
     Field("risk", "str", "decision", default="safe", choices=RISKS, modes=GRAPH,
           commands=("fit", "mig"),
           help="Which predicted memory to plan with: safe = the interval's upper bound, "
@@ -365,15 +377,21 @@ FIELDS: tuple[Field, ...] = (
           help="Fit in this MIG slice (e.g. 3g.20gb)"),
     Field("limit", "int", "decision", minimum=1, default=65536, commands=("fit",),
           help="Largest batch searched"),
-    Field("latency_slo_ms", "float", "decision", minimum=0, exclusive=True, unit="ms", modes=GRAPH, commands=("mig",),
+    Field("latency_slo_ms", "float", "decision", minimum=0, exclusive=True, unit="ms",
+          commands=("mig",),
           help="Also require time per batch on the slice ≤ this"),
-    Field("all_profiles", "bool", "decision", default=False, modes=GRAPH, commands=("mig",),
+    Field("all_profiles", "bool", "decision", default=False, commands=("mig",),
           help="Choose among every profile, not only DIPPM's standard even partitions"),
-    Field("memory_mb", "float", "decision", minimum=0, exclusive=True, unit="MiB", modes=GRAPH, commands=("mig",),
+    Field("memory_mb", "float", "decision", minimum=0, exclusive=True, unit="MiB",
+          commands=("mig",),
           help="Use this peak memory instead of predicting it"),
     Field("eta", "float", "decision", minimum=0, maximum=1, default=0.5, modes=GRAPH, commands=("power-limit",),
           help="Weight of energy against time (Zeus' η: 1 = energy only, 0 = time only)"),
-    Field("gpus", "int", "decision", minimum=1, unit="GPUs", commands=("plan",),
+    Field("gpus", "int", "decision", minimum=1, maximum=MAX_GPUS, unit="GPUs",
+          commands=("cost", "plan"),
+          overrides={"cost": {"help": "GPUs the job runs on, priced per GPU-hour: with "
+                                      "--time-ms, default 1; a layout's or --tensor-parallel's "
+                                      "own GPUs otherwise"}},
           help="--mode train: GPUs to spread the training over; --mode generate: the most "
                "GPUs"),
     Field("top", "int", "decision", minimum=1, default=15, commands=("plan",),
