@@ -249,7 +249,8 @@ def test_kv_cache_per_device_under_tensor_parallelism_by_hand():
     (["--input-len", "16", "--output-len", "16", "--framework", "vlm"],
      "did you mean 'vllm'"),
     (["--input-len", "16"], "needs --output-len"),
-    (["--input-len", "16", "--output-len", "16", "--seq-len", "8"], "do not apply"),
+    (["--input-len", "16", "--output-len", "16", "--seq-len", "8"],
+     "--seq-len does not apply to --mode generate"),
 ])
 def test_generate_bad_input(extra, needle, capsys):
     rc = main(["predict", "hf:meta-llama/Llama-2-7b-hf", "--mode", "generate", "--device",
@@ -284,7 +285,8 @@ def test_generate_refuses_models_that_do_not_generate(model, needle, capsys):
 
 def test_generation_options_refused_outside_generate(capsys):
     rc = main(["predict", "timm:resnet18", "--device", "rtx4090", "--output-len", "5"])
-    assert rc == 2 and "--mode generate only" in capsys.readouterr().err
+    assert rc == 2 and "--output-len does not apply to --mode infer (it applies to --mode generate)" \
+        in capsys.readouterr().err
 
 
 def test_llm_model_round_trip(tmp_path):

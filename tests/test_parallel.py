@@ -217,7 +217,7 @@ def test_predict_over_gpus_answers_everything(tiny, capsys):
     assert sum(d["memory_breakdown_mb"].values()) == pytest.approx(d["memory_mb"], abs=1)
     assert d["tokens_per_s"] == pytest.approx(16 * 64 / d["time_ms"] * 1e3)
     assert d["energy_j"] == pytest.approx(d["power_w"] * 8 * d["time_ms"] / 1e3)
-    assert "cost_per_1000_iterations" in d
+    assert "cost_per_1000_iterations" not in d  # the JSON is perfcast.predict's (perfcast cost prices it)
     # the same request through the Python API
     import perfcast
 

@@ -193,4 +193,5 @@ def test_flash_attention_help_lists_its_values():
     cmds = typer.main.get_command(app).commands
     for name in ("predict", "plan"):
         opt = next(p for p in cmds[name].params if "--flash-attention" in p.opts)
-        assert all(v in opt.help for v in FLASH_ATTENTION) and opt.default == "auto"
+        # not given = the schema's default, auto (the help says so)
+        assert all(v in opt.help for v in FLASH_ATTENTION) and "default auto" in opt.help

@@ -191,7 +191,7 @@ def report_request(req, *, decisions: bool = True, progress=None) -> Report:
     check_mode(req.mode)
     dev = get_device(req.device)
     # (the mode always said: fit and cost default to train)
-    values = {**req.to_dict(), "mode": req.mode}
+    values = {**req.to_dict(), "mode": req.mode, "iterations": req.value("iterations")}
     use_cache = req.options.use_cache
     step("predicting")
     p = answer("predict", values_for("predict", values))

@@ -84,6 +84,8 @@ class Field:
     overrides: dict = field(default_factory=dict, compare=False, hash=False)
     #: commands that cannot answer without it
     required: tuple[str, ...] = ()
+    #: said when the field is given in a mode it does not apply to (what it is for)
+    why: str | None = None
     #: values listed in the help, not enforced here (the command checks them with its aliases)
     listed: Callable[[], tuple] | None = None
 
@@ -271,7 +273,9 @@ FIELDS: tuple[Field, ...] = (
           help="The attention kernel of hf: transformers: auto = FlashAttention where the GPU "
                "runs it (NVIDIA compute capability ≥ 8.0, AMD MI200 / MI300: no S² scores "
                "kept, recomputed in the backward pass), eager attention elsewhere"),
-    Field("cluster", "str", "layout", modes=("train",),
+    Field("cluster", "str", "layout",
+          why="--cluster describes the GPUs of a training step over several GPUs (with "
+              "--data-parallel, --tensor-parallel or --pipeline-parallel)", modes=("train",),
           commands=("predict", "fit", "cost", "rank", "plan"),
           help="A training step over GPUs: cluster JSON with gpus_per_node, intra_node_gbs, "
                "inter_node_gbs (per-GPU unidirectional GB/s) and optional latencies (default: "

@@ -132,13 +132,18 @@ class Request:
             f = BY_NAME[name]
             if not f.applies(mode) and values.get(name) != f.default:
                 raise PerfcastError(f"{f.flag} does not apply to --mode {mode} (it applies to "
-                                    f"--mode {' / '.join(f.modes)})")
+                                    f"--mode {' / '.join(f.modes)})"
+                                    + (f": {f.why}" if f.why else ""))
         model = values.get("model")
         wl = None
         if model is not None:
             wk = {k: values[k] for k in WORKLOAD_FIELDS if k in values}
             if "precision" not in given:
                 wk["precision"] = None if mode != "generate" else "fp16"
+            if command == "plan" and "pipeline_parallel" not in given:
+                # plan searches what the layout leaves unset: a schedule is checked against
+                # the pipeline stages each candidate has, not the request's default of one
+                wk.pop("schedule", None)
             wl = Workload.of(model, example_inputs=example, **wk)
         opts = Options(**{k: values[k] for k in OPTION_FIELDS if k in values})
         decision = {k: v for k, v in values.items()
