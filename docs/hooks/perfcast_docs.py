@@ -12,7 +12,9 @@ A page asks for a generated part with a marker on its own line:
   result dataclasses (type and the comment or docstring that documents them);
 * ``<!-- perfcast:layers -->`` / ``<!-- perfcast:rooms -->`` — the layering picture (the two
   stacks) and the table of rooms of ``scripts/check_layers.py``;
-* ``<!-- perfcast:exit-codes -->`` — the documented exit codes of :mod:`perfcast.errors`.
+* ``<!-- perfcast:exit-codes -->`` — the documented exit codes of :mod:`perfcast.errors`;
+* ``<!-- perfcast:request-schema -->`` — every option of a request from
+  :data:`perfcast.request.fields.FIELDS` (the source of the CLI, HTTP and web-page options).
 
 Links into the repository outside ``docs/`` are written ``[text](repo:path#anchor)``; the
 build fails when ``path`` does not exist (``mkdocs build --strict`` also fails on a broken
@@ -423,5 +425,31 @@ def exit_codes() -> str:
     return "\n".join(rows)
 
 
+def request_schema() -> str:
+    """Every option of a request (:data:`perfcast.request.fields.FIELDS`), by group: its name
+    (the Python keyword and HTTP key), flag and aliases, kind and unit, the modes it applies
+    to, the commands that take it, and its help — the one source the CLI options, the HTTP
+    bodies and the web page's form are generated from."""
+    from perfcast.request.fields import FIELDS, GROUPS
+
+    out = []
+    for group in GROUPS:
+        rows = [f for f in FIELDS if f.group == group]
+        out += [f"### {group}", "",
+                "| name (Python, HTTP) | flag | kind | modes | commands | help |",
+                "|---|---|---|---|---|---|"]
+        for f in rows:
+            flags = ", ".join(f"`{x}`" for x in ((f.flag if not f.argument else "MODEL"),
+                                                  *f.aliases, *([f.short] if f.short else [])))
+            kind = f.kind + (f" ({f.unit})" if f.unit else "")
+            modes = " / ".join(f.modes)
+            help_ = _md(f.describe())
+            out.append(f"| `{f.name}` | {flags} | {kind} | {modes} | {', '.join(f.commands)} "
+                       f"| {help_} |")
+        out.append("")
+    return "\n".join(out)
+
+
 _MARKERS = {"cli": cli_reference, "device-schema": device_schema, "json-schemas": json_schemas,
-            "layers": layers, "rooms": rooms, "exit-codes": exit_codes}
+            "layers": layers, "rooms": rooms, "exit-codes": exit_codes,
+            "request-schema": request_schema}
