@@ -331,7 +331,8 @@ def _decode_envelope(lat, rows, device) -> Any:
     data has no other; :func:`_llama_sequences_ratio` scales to more): no batch axis, its
     ``n_batch`` / ``n_ubatch`` part of the grid's key."""
     import numpy as np
-    import pandas as pd
+
+    from perfcast.features.table import Table
 
     first = rows.iloc[0]
     llama = first["framework"] == "llama.cpp"
@@ -347,9 +348,9 @@ def _decode_envelope(lat, rows, device) -> Any:
     grid = _ENVELOPES.get(key)
     if grid is None:
         pts = [(b, i, o) for b in B for i in I for o in O]
-        g = pd.DataFrame([{**first.to_dict(), "device": device.key,
-                           "batch_size": b, "concurrent": b,
-                           "input_len": i, "output_len": o} for b, i, o in pts])
+        g = Table.from_records([{**first.to_dict(), "device": device.key,
+                                "batch_size": b, "concurrent": b,
+                                "input_len": i, "output_len": o} for b, i, o in pts])
         dec = _learned_decode_s(lat, g, {device.key: device})
         grid = _monotone(np.asarray(dec, dtype=float).reshape(len(B), len(I), len(O)))
         _ENVELOPES.put(key, grid)
@@ -388,7 +389,8 @@ def _dominance_capped(lat, rows, device, below: list) -> tuple[Any, tuple | None
     point below the request is faster (its envelope is at least the smallest grid value of the
     request's cell, that corner's — pruning by it is exact)."""
     import numpy as np
-    import pandas as pd
+
+    from perfcast.features.table import Table
 
     env = _decode_envelope(lat, rows, device)
     who = None
@@ -402,7 +404,7 @@ def _dominance_capped(lat, rows, device, below: list) -> tuple[Any, tuple | None
             corner[col] = (start * 2 ** np.floor(np.log2(v / start) + 1e-9)).astype(int)
         if not llama:
             corner["batch_size"] = corner["concurrent"]
-        many = pd.concat([corner.assign(device=d.key) for d, _ in below], ignore_index=True)
+        many = Table.concat([corner.assign(device=d.key) for d, _ in below])
         at = _learned_decode_s(lat, many, {d.key: d for d, _ in below}).reshape(len(below),
                                                                                 len(rows))
         best = env
@@ -437,8 +439,7 @@ def _llama_sequences_ratio(arch, device, req: Workload, batches) -> Any:
 def predict_generation(req: Workload, device) -> GenerationPrediction:
     """Forecast the ``--mode generate`` workload ``req`` (defaults: :func:`resolve`) on
     ``device`` (a :class:`~perfcast.devices.Device`)."""
-    import pandas as pd
-
+    from perfcast.features.table import Table
     from perfcast.llm.arch import WEIGHT_BYTES, llm_arch
     from perfcast.llm.energy import decode_step_work, energy_j, power_bounds, utilisation
     from perfcast.llm.graphs import activation_peak_mb, request_graph_flops
@@ -497,11 +498,11 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
     # (llama.cpp: the learned model answers one sequence — the data has no other —, scaled to
     # the request's sequences by the arithmetic bound below)
     learned_seqs = 1 if llama else seqs
-    row = pd.DataFrame([{"model": req.model.name, "device": device.key,
-                         "n_devices": req.tensor_parallel, "framework": req.engine,
-                         "precision": req.precision, "batch_size": learned_seqs,
-                         "concurrent": learned_seqs, "input_len": req.input_len,
-                         "output_len": req.output_len, **_llama_settings(req)}])
+    row = Table.from_records([{"model": req.model.name, "device": device.key,
+                              "n_devices": req.tensor_parallel, "framework": req.engine,
+                              "precision": req.precision, "batch_size": learned_seqs,
+                              "concurrent": learned_seqs, "input_len": req.input_len,
+                              "output_len": req.output_len, **_llama_settings(req)}])
     lat = load_shipped("llm-latency")
     below = _dominated_if_unmeasured(lat, device, req.precision, need,
                                      MEMORY_UTILIZATION if req.engine == "vllm" else 1.0)
@@ -667,8 +668,7 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
     planner, :mod:`perfcast.decisions.serving`, interpolates). llama.cpp: the learned
     one-sequence answer × the arithmetic bound's ratio of ``b`` sequences to one
     (:func:`_llama_sequences_ratio`)."""
-    import pandas as pd
-
+    from perfcast.features.table import Table
     from perfcast.llm.arch import llm_arch
     from perfcast.shipped import load_shipped
 
@@ -679,12 +679,12 @@ def decode_step_seconds(req: Workload, device, batches) -> list[float]:
         raise PerfcastError("a decode step needs --output-len ≥ 2")
     llama = req.engine == "llama.cpp"
     batches = [int(b) for b in batches]
-    rows = pd.DataFrame([{"model": req.model.name, "device": device.key,
-                          "n_devices": req.tensor_parallel, "framework": req.engine,
-                          "precision": req.precision, "batch_size": 1 if llama else b,
-                          "concurrent": 1 if llama else b, "input_len": req.input_len,
-                          "output_len": req.output_len, **_llama_settings(req)}
-                         for b in batches])
+    rows = Table.from_records([{"model": req.model.name, "device": device.key,
+                               "n_devices": req.tensor_parallel, "framework": req.engine,
+                               "precision": req.precision, "batch_size": 1 if llama else b,
+                               "concurrent": 1 if llama else b, "input_len": req.input_len,
+                               "output_len": req.output_len, **_llama_settings(req)}
+                              for b in batches])
     lat = load_shipped("llm-latency")
     dec, _ = _dominance_capped(lat, rows, device,
                                _dominated_if_unmeasured(lat, device, req.precision))

@@ -259,10 +259,12 @@ class _Request:
         self.answered_by: dict[str, tuple[Any, bool]] = {}
 
     def data(self):
+        """The graph's matrices as numpy arrays (:class:`~perfcast.features.records.
+        GraphArrays`: no torch to answer)."""
         if self._data is None:
-            from perfcast.features.records import graph_data
+            from perfcast.features.records import graph_arrays
 
-            self._data = graph_data(self.graph)
+            self._data = graph_arrays(self.graph)
         return self._data
 
     def memsim_workload(self) -> Workload:
@@ -334,20 +336,21 @@ class _Request:
     def record(self, with_memsim: bool, need_graph: bool = True, need_plan: bool = False,
                batches: list[int] | None = None):
         """A one-record :class:`~perfcast.features.records.FeatureSet` of the request — or, with
-        ``batches`` (no simulation), one record per batch of the same request."""
+        ``batches`` (no simulation), one record per batch of the same request. Its rows are a
+        light :class:`~perfcast.features.table.Table` (no pandas to answer)."""
         import numpy as np
-        import pandas as pd
 
         from perfcast.features.records import FeatureSet, static_features
+        from perfcast.features.table import Table
 
         mem = self.memsim() if with_memsim else None
         w = self.w
         ws = [w] if batches is None else [w.replace(batch_size=int(b)) for b in batches]
         st = np.stack([static_features(self.summary, x, mem) for x in ws])
-        rows = pd.DataFrame([{"model": w.spec, "family": "", "device": self.device.key,
-                              "mode": w.mode, "precision": w.precision,
-                              "batch_size": x.batch_size, "optimizer": w.train_optimizer,
-                              "threads": self.threads, "tf32": w.tf32} for x in ws])
+        rows = Table.from_records([{"model": w.spec, "family": "", "device": self.device.key,
+                                   "mode": w.mode, "precision": w.precision,
+                                   "batch_size": x.batch_size, "optimizer": w.train_optimizer,
+                                   "threads": self.threads, "tf32": w.tf32} for x in ws])
         if need_plan and self.plan_key() is not None:
             rows["graph_key"] = self.plan_key()  # compositions are memoised by it
         n = len(ws)

@@ -59,7 +59,8 @@ def test_kernel_table_equals_lowering_each_batch():
         plan = _plan(spec, **kw)
         batches = [1, 2, 7, 7, 64, 3, 1000]
         for mode, prec in (("infer", "amp"), ("train", "fp32")):
-            t = plan.kernel_table(batches, mode=mode, precision=prec, optimizer="adam")
+            t = plan.kernel_table(batches, mode=mode, precision=prec,
+                                  optimizer="adam").to_pandas()
             for i, b in enumerate(batches):
                 got = t[t["item"] == i].drop(columns=["batch", "item"]).reset_index(drop=True)
                 want = pd.DataFrame([kernel_row(k) for k in plan.kernels(

@@ -12,15 +12,18 @@
 import importlib
 
 #: Public names → the module defining them, imported on first use (PEP 562): the graph-level
-#: encoders are numpy only, while ``to_pyg`` needs torch / torch_geometric and the record level
-#: pandas — a cached prediction with a tree model loads neither.
+#: encoders are numpy only, while ``to_pyg`` needs torch / torch_geometric and learning's feature
+#: sets pandas — a cached prediction (numpy :class:`GraphArrays`, a light :class:`Table` of
+#: records) loads neither.
 _LAZY = {
     **dict.fromkeys(("EDGE_FEATURES", "GRAPH_LAYOUT_VERSION", "NODE_FEATURES", "TRAPPM_NODE_DIM",
                      "edge_matrix", "node_matrix"), "perfcast.features.encode"),
     "to_pyg": "perfcast.features.pyg",
     **dict.fromkeys(("FEATURE_LAYOUT_VERSION", "REF_BATCH", "STATIC_NAMES", "TARGETS",
                      "FeatureSet", "GraphSummary", "build_feature_set", "graph_data",
-                     "learning_workload", "static_features"), "perfcast.features.records"),
+                     "learning_workload", "static_features", "GraphArrays", "graph_arrays"),
+                  "perfcast.features.records"),
+    "Table": "perfcast.features.table",
 }
 
 
@@ -37,6 +40,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["EDGE_FEATURES", "FEATURE_LAYOUT_VERSION", "GRAPH_LAYOUT_VERSION", "NODE_FEATURES",
-           "REF_BATCH", "STATIC_NAMES", "TARGETS", "TRAPPM_NODE_DIM", "FeatureSet", "GraphSummary",
-           "build_feature_set", "edge_matrix", "graph_data", "learning_workload", "node_matrix",
-           "static_features", "to_pyg"]
+           "REF_BATCH", "STATIC_NAMES", "TARGETS", "TRAPPM_NODE_DIM", "FeatureSet", "GraphArrays",
+           "GraphSummary", "Table", "build_feature_set", "edge_matrix", "graph_arrays",
+           "graph_data", "learning_workload", "node_matrix", "static_features", "to_pyg"]

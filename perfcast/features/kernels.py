@@ -319,23 +319,25 @@ class KernelPlan:
 
     def kernel_table(self, batches, *, mode: str = "infer", precision: str = "fp32",
                      optimizer: str | None = "sgd-momentum"):
-        """Every kernel at every batch of ``batches`` as one ``pandas.DataFrame`` (columns
-        ``batch``, ``item`` — the position in ``batches`` — and :func:`kernel_row`'s), in the
-        order of ``batches`` then :meth:`kernels`. Lowering is Python work per node; the kernel list at batch ≥ 2 is
-        affine in the batch like the plan (the lists at 2, 3 and 4 are checked to be — then
-        every other batch is arithmetic), so a batch grid costs three lowerings, not one per
-        batch. Where they are not (a node whose lowering changes with the batch) every batch
-        is lowered."""
+        """Every kernel at every batch of ``batches`` as one :class:`~perfcast.features.table.
+        Table` (columns ``batch``, ``item`` — the position in ``batches`` — and
+        :func:`kernel_row`'s; what ``pandas.DataFrame`` of the rows would hold, without
+        pandas), in the order of ``batches`` then :meth:`kernels`. Lowering is Python work per
+        node; the kernel list at batch ≥ 2 is affine in the batch like the plan (the lists at
+        2, 3 and 4 are checked to be — then every other batch is arithmetic), so a batch grid
+        costs three lowerings, not one per batch. Where they are not (a node whose lowering
+        changes with the batch) every batch is lowered."""
         import numpy as np
-        import pandas as pd
+
+        from perfcast.features.table import Table
 
         kw = {"mode": mode, "precision": precision, "optimizer": optimizer}
         batches = [int(b) for b in batches]
 
         def frame(b):
-            return pd.DataFrame([kernel_row(k) for k in self.kernels(b, **kw)])
+            return Table.from_records([kernel_row(k) for k in self.kernels(b, **kw)])
 
-        parts: dict[int, pd.DataFrame] = {}
+        parts: dict[int, Table] = {}
         big = sorted({b for b in batches if b >= 2})
         if len(big) > 3:
             f2, f3, f4 = frame(2), frame(3), frame(4)
@@ -349,13 +351,14 @@ class KernelPlan:
             if same:
                 for b in big:
                     f = f2.copy()
-                    f[num] = a + d * (b - 2)
+                    vals = a + d * (b - 2)
+                    for j, c in enumerate(num):
+                        f[c] = vals[:, j]
                     parts[b] = f
         for b in dict.fromkeys(batches):
             if b not in parts:
                 parts[b] = frame(b)
-        return pd.concat([parts[b].assign(batch=b, item=i) for i, b in enumerate(batches)],
-                         ignore_index=True)
+        return Table.concat([parts[b].assign(batch=b, item=i) for i, b in enumerate(batches)])
 
 
 __all__ = ["ELEMENTWISE", "KERNEL_CLASSES", "Kernel", "KernelPlan", "OPTIMIZER_PASSES",

@@ -26,14 +26,20 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
 from perfcast.features.encode import _DTYPE_BYTES, GRAPH_LAYOUT_VERSION
 from perfcast.graph import ModelGraph
 from perfcast.workload import DEFAULT_OPTIMIZER, PRECISIONS, Workload
+
+if TYPE_CHECKING:  # pandas is imported where records are built for learning, never to answer
+    import pandas as pd
+
+    from perfcast.features.table import Table
 
 #: Batch size every learning graph is built at.
 REF_BATCH = 1
@@ -180,7 +186,8 @@ def op_arrays(g: ModelGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def graph_data(g: ModelGraph):
     """PyG ``Data`` of a learning graph: ``x`` (node matrix), ``edge_index``, ``edge_attr`` and,
     for the roofline, ``op_flops`` / ``op_bytes`` per node (FLOPs and bytes moved at the graph's
-    batch, float64) and ``op_index`` (canonical op id) — :func:`op_arrays`."""
+    batch, float64) and ``op_index`` (canonical op id) — :func:`op_arrays`. For learning (torch
+    models train on it); an answer reads the same matrices as :func:`graph_arrays`."""
     import torch
 
     from perfcast.features.pyg import to_pyg
@@ -195,14 +202,63 @@ def graph_data(g: ModelGraph):
 
 
 @dataclass
+class GraphArrays:
+    """A learning graph's matrices as numpy arrays — what :func:`graph_data` holds as torch
+    tensors, under the same names, for the predictors answering without torch: ``x``
+    ``[nodes, len(NODE_FEATURES)]`` float32, ``edge_index`` ``[2, edges]`` int64,
+    ``edge_attr`` ``[edges, len(EDGE_FEATURES)]`` float32, ``op_flops`` / ``op_bytes`` per node
+    (float64, at ``ref_batch``) and ``op_index`` (int64). Computed from the cached
+    :class:`~perfcast.graph.ModelGraph` (≈ 1 ms for ResNet-50's 175 nodes)."""
+
+    x: np.ndarray
+    edge_index: np.ndarray
+    edge_attr: np.ndarray
+    op_flops: np.ndarray
+    op_bytes: np.ndarray
+    op_index: np.ndarray
+    ref_batch: int
+    model_id: str = ""
+    layout: str = GRAPH_LAYOUT_VERSION
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.x.shape[0])
+
+
+def graph_arrays(g: ModelGraph) -> GraphArrays:
+    """:class:`GraphArrays` of a learning graph (numpy only)."""
+    from perfcast.features.encode import edge_matrix, node_matrix
+
+    ei, ea = edge_matrix(g)
+    flops, moved, op_index = op_arrays(g)
+    return GraphArrays(x=node_matrix(g), edge_index=ei, edge_attr=ea, op_flops=flops,
+                       op_bytes=moved, op_index=op_index, ref_batch=int(g.meta.batch_size or 1),
+                       model_id=g.meta.model_id)
+
+
+def as_numpy(v) -> np.ndarray:
+    """A numpy view of a graph matrix: a numpy array as it is, a torch tensor through
+    ``.numpy()`` (one reader for :class:`GraphArrays` and PyG ``Data``)."""
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "detach"):
+        return v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+@dataclass
 class FeatureSet:
     """Records ready for learning (see module doc). ``rows`` keeps the record metadata
-    (``model``, ``family``, ``device``, ``mode``, ``precision``, ``batch_size`` …)."""
+    (``model``, ``family``, ``device``, ``mode``, ``precision``, ``batch_size`` …): a
+    ``pandas.DataFrame`` when built for learning (:func:`build_feature_set`), a light
+    :class:`~perfcast.features.table.Table` with the same columns when routing builds a
+    request's records (no pandas to answer). ``graphs``: PyG ``Data`` for learning,
+    :class:`GraphArrays` to answer — the same matrices under the same names."""
 
-    rows: pd.DataFrame
+    rows: pd.DataFrame | Table
     static: np.ndarray  # [n, len(static_names)] float32
     graph_index: np.ndarray  # [n] int64 into graphs
-    graphs: list  # unique PyG Data
+    graphs: list  # unique PyG Data or GraphArrays
     y: np.ndarray  # [n, len(target_names)] float64, NaN = unknown
     static_names: tuple[str, ...] = STATIC_NAMES
     target_names: tuple[str, ...] = TARGETS
@@ -245,6 +301,8 @@ def build_feature_set(df: pd.DataFrame, graph_of: Callable[[Workload], ModelGrap
     ``plan_of(learning workload)`` its :class:`~perfcast.features.kernels.KernelPlan` (or
     ``None``) for predictors that price kernels. ``rows`` gains ``graph_key``, the key of the
     learning graph each record used."""
+    import pandas as pd
+
     keep, gidx, statics, keys = [], [], [], []
     graphs: list = []
     summaries: list[GraphSummary] = []

@@ -42,7 +42,9 @@ The estimator follows the scikit-learn contract of :mod:`perfcast.predictors.bas
 happens in ``__init__``; fitted attributes end in ``_``; ``save`` writes ``config.json`` +
 ``model.safetensors`` atomically, never pickle). It lives in the ``llm`` room (below
 ``predictors``) so that a generation prediction imports neither torch nor transformers;
-``perfcast.predictors.llm`` re-exports it.
+``perfcast.predictors.llm`` re-exports it. Its inputs are a ``pandas.DataFrame`` (training,
+evaluation) or a light :class:`~perfcast.features.table.Table` of requests (a prediction: no
+pandas either), read the same way.
 """
 
 from __future__ import annotations
@@ -51,12 +53,15 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from perfcast.errors import PerfcastError
+from perfcast.features.table import Table, isna, notna
+
+if TYPE_CHECKING:  # pandas: imported to train and evaluate, never to answer
+    import pandas as pd
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -141,7 +146,7 @@ def _llama_batches(row) -> tuple[int, int]:
 
     def get(k):
         v = row.get(k) if hasattr(row, "get") else None
-        return None if v is None or pd.isna(v) else int(v)
+        return None if v is None or isna(v) else int(v)
 
     nb = get("n_batch") or LLAMA_CPP_N_BATCH
     return nb, get("n_ubatch") or min(LLAMA_CPP_N_UBATCH, nb)
@@ -165,8 +170,8 @@ def _work_for(row, arch, dev, target: str):
                         engine=engine)
 
 
-def features(frame: pd.DataFrame, target: str = "latency_s",
-             devices: dict | None = None) -> pd.DataFrame:
+def features(frame: pd.DataFrame | Table, target: str = "latency_s",
+             devices: dict | None = None) -> pd.DataFrame | Table:
     """The feature matrix of an LLM measurement / request frame (columns of
     :data:`perfcast.datasets.llm.LLM_COLUMNS`; ``concurrent`` defaults to ``batch_size``;
     llama.cpp rows read ``n_batch`` / ``n_ubatch``, :func:`_llama_batches`):
@@ -174,7 +179,8 @@ def features(frame: pd.DataFrame, target: str = "latency_s",
     (the lower bound of the target: whole request, one decode step, or one step ÷ running
     batch), ``group`` (engine|vendor) and ``terms`` (the passes, for the engine model).
     ``devices`` maps device keys to :class:`~perfcast.devices.Device` objects (spec files);
-    other keys are looked up in the registry."""
+    other keys are looked up in the registry. A table in, a table out; a frame in, a frame out
+    (on its index)."""
     from perfcast.devices import get_device
     from perfcast.llm.arch import WEIGHT_BYTES, llm_arch
     from perfcast.llm.graphs import graph_summary
@@ -217,7 +223,7 @@ def features(frame: pd.DataFrame, target: str = "latency_s",
             "batch_size": float(_llama_batches(r)[0] if r["framework"] == "llama.cpp"
                                 else r["batch_size"]),
             "concurrent": float(r["concurrent"]),
-            "input_len": float(r["input_len"]) if pd.notna(r["input_len"]) else np.nan,
+            "input_len": float(r["input_len"]) if notna(r["input_len"]) else np.nan,
             "output_len": float(r["output_len"]), "n_devices": float(r["n_devices"]),
             **{f"engine_{e}": float(r["framework"] == e) for e in ENGINES},
             "peak16_tflops": peak16, "bandwidth_tbs": float(dev.bandwidth_gbs) / 1e3,
@@ -235,6 +241,10 @@ def features(frame: pd.DataFrame, target: str = "latency_s",
             "group": f"{r['framework']}|{_vendor(dev)}", "engine": r["framework"],
             "terms": terms,
         })
+    if isinstance(df, Table):
+        return Table.from_records(rows, columns=list(rows[0]) if rows else None)
+    import pandas as pd
+
     return pd.DataFrame(rows, index=df.index)
 
 

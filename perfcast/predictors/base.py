@@ -60,6 +60,37 @@ def inference_threads():
                 torch.set_num_threads(_threads_users[1])
 
 
+_blas_lock = threading.Lock()
+_blas_users: list = [0, None]  # predictions running, the limiter that restores BLAS's threads
+
+
+@contextlib.contextmanager
+def numpy_threads():
+    """numpy's BLAS at :data:`INFERENCE_THREADS` threads while a GNN answers in numpy — what
+    :func:`inference_threads` is for torch: a GNN's small matrix products on a busy machine
+    took 4–12 ms each with OpenBLAS's two threads and 0.04 ms with one (first user in sets it,
+    last one out restores it). The products are split across threads by output block, so the
+    answers are the same. Without ``threadpoolctl`` installed, nothing changes."""
+    with _blas_lock:
+        if _blas_users[0] == 0:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                _blas_users[1] = ThreadpoolController().limit(limits=INFERENCE_THREADS,
+                                                              user_api="blas")
+            except ImportError:
+                _blas_users[1] = None
+        _blas_users[0] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users[0] -= 1
+            if _blas_users[0] == 0 and _blas_users[1] is not None:
+                _blas_users[1].restore_original_limits()
+                _blas_users[1] = None
+
+
 class LoadedArray(np.ndarray):
     """A numpy array read from ``weights.safetensors`` for a ``state_format = "numpy"``
     predictor — with ``torch.Tensor``'s ``.numpy()``, so state code written for tensors reads
@@ -94,7 +125,8 @@ class Predictor:
     extrapolates: ClassVar[bool] = False
     #: What :meth:`_set_state` receives from ``weights.safetensors``: ``"torch"`` tensors, or
     #: ``"numpy"`` arrays (:class:`LoadedArray`, read without importing torch — the predictors
-    #: whose answers need no torch: trees, linear models, the numpy MLP).
+    #: whose answers need no torch: trees, linear models, the numpy MLP, the GNNs answering
+    #: through :mod:`perfcast.predictors.numpy_gnn`).
     state_format: ClassVar[str] = "torch"
 
     def __init__(self, **params: Any) -> None:
@@ -281,7 +313,9 @@ class Predictor:
         from safetensors.torch import save_file
 
         tensors, state = self._state()
-        tensors = {k: (torch.as_tensor(np.ascontiguousarray(v)) if isinstance(v, np.ndarray)
+        # (np.array, not np.ascontiguousarray: that makes a 0-d array — BatchNorm's
+        # num_batches_tracked — 1-d)
+        tensors = {k: (torch.as_tensor(np.array(v, order="C")) if isinstance(v, np.ndarray)
                        else v.detach().cpu().contiguous()) for k, v in tensors.items()}
         config = {"format": FORMAT_VERSION, "predictor": self.name,
                   "params": _jsonable(self.get_params()), "targets": self.targets_,

@@ -58,6 +58,9 @@ Spec fields the composition needs are read through :func:`perfcast.devices.deriv
 a missing TF32 / bf16 peak is derived from the architecture with the rule said in ``notes``
 (:meth:`CrossDevicePredictor.device_notes`); nothing is silently defaulted.
 
+Kernel rows are a light :class:`~perfcast.features.table.Table` (or a ``pandas.DataFrame`` a
+caller passes): composing an answer needs neither pandas nor torch.
+
 Devices are read from the registry by the records' ``device`` key (a GPU given by its spec
 file is registered under its key). Only GPUs: CPU records are refused.
 """
@@ -69,12 +72,12 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from perfcast._memo import Memo
 from perfcast.errors import PerfcastError
 from perfcast.features.kernels import KERNEL_CLASSES, Kernel, kernel_row
 from perfcast.features.records import FeatureSet
+from perfcast.features.table import Table, unique
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import Predictor
 from perfcast.workload import PRECISIONS, TF32_MODES
@@ -191,7 +194,7 @@ def _virtual_device(device, peak: str, dtype_bytes: float):
     return virt
 
 
-def kernel_frame_work(kf: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def kernel_frame_work(kf) -> tuple[np.ndarray, np.ndarray]:
     """``(FLOPs, bytes moved)`` per kernel row of :func:`kernel_frame` at each row's own operand
     size (:func:`~perfcast.predictors.kernels.kernel_work`; a ``stream`` kernel's own
     ``stream_flops`` / ``stream_bytes``)."""
@@ -200,7 +203,7 @@ def kernel_frame_work(kf: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     f = kf.rename(columns=_CONV_COLUMNS)
     flops, moved = np.zeros(len(f)), np.zeros(len(f))
     kcs = f["kernel_class"].to_numpy()
-    for kc in pd.unique(kcs):
+    for kc in unique(kcs):
         idx = np.flatnonzero(kcs == kc)
         rows = f.iloc[idx]
         if kc == "stream":
@@ -215,7 +218,7 @@ def kernel_frame_work(kf: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return flops, moved
 
 
-def _effective_flops(kf: pd.DataFrame, flops: np.ndarray) -> np.ndarray:
+def _effective_flops(kf, flops: np.ndarray) -> np.ndarray:
     """FLOPs the fastest algorithm needs (Winograd for 3×3 stride-1 convolutions,
     :func:`~perfcast.predictors.kernels.min_flops_factor`)."""
     from perfcast.predictors.kernels import min_flops_factor
@@ -223,7 +226,7 @@ def _effective_flops(kf: pd.DataFrame, flops: np.ndarray) -> np.ndarray:
     out = np.asarray(flops, dtype=np.float64).copy()
     conv = (kf["kernel_class"] == "conv").to_numpy()
     if conv.any():
-        rows = kf[conv].rename(columns=_CONV_COLUMNS)
+        rows = kf.iloc[conv].rename(columns=_CONV_COLUMNS)
         out[conv] /= np.asarray(min_flops_factor("conv", {
             "Kernel_Szie": rows["Kernel_Szie"].to_numpy(float),
             "Stride": rows["Stride"].to_numpy(float)}))
@@ -243,9 +246,10 @@ class KernelPrices:
     ref_ms: np.ndarray
 
 
-def price_kernels(km, kf: pd.DataFrame) -> KernelPrices:
+def price_kernels(km, kf) -> KernelPrices:
     """GPU time of every kernel row of :func:`kernel_frame` (columns ``device_key``,
-    ``precision``, ``tf32``): the module docstring's step 1."""
+    ``precision``, ``tf32``; a :class:`~perfcast.features.table.Table` or a
+    ``pandas.DataFrame``): the module docstring's step 1."""
     n = len(kf)
     flops, moved = kernel_frame_work(kf)
     eff = _effective_flops(kf, flops)
@@ -286,7 +290,7 @@ def price_kernels(km, kf: pd.DataFrame) -> KernelPrices:
             measured |= ~tc & (cls == kc) & (dbytes == b)
     if measured.any():
         gt = km.gpu_time_constants()
-        for kc in pd.unique(cls[measured]):
+        for kc in unique(cls[measured]):
             sel = measured & (cls == kc)
             ms[sel] = _base(gt[kc], c[sel], m[sel])
     simt = ~measured
@@ -294,15 +298,17 @@ def price_kernels(km, kf: pd.DataFrame) -> KernelPrices:
         # everything else: the operator model, asked about the kernel's fp32 twin on the
         # virtual device with the kernel's own peak and operand size
         idx = np.flatnonzero(simt)
-        f = kf.iloc[idx].rename(columns=_CONV_COLUMNS).copy()
+        f = Table.of(kf.iloc[idx].rename(columns=_CONV_COLUMNS))
         stream = (f["kernel_class"] == "stream").to_numpy()
         if stream.any():
-            elems = np.maximum(1.0, f.loc[stream, "stream_bytes"].to_numpy(float)
-                               / (2.0 * f.loc[stream, "dtype_bytes"].to_numpy(float)))
-            f.loc[stream, "op"] = "addu"
-            f.loc[stream, "kernel_class"] = "elementwise"
-            f.loc[stream, "H"] = float(_STREAM_H)
-            f.loc[stream, "B"] = np.maximum(1.0, np.round(elems / _STREAM_H))
+            elems = np.maximum(1.0, f["stream_bytes"].to_numpy(float)[stream]
+                               / (2.0 * f["dtype_bytes"].to_numpy(float)[stream]))
+            for name, value in (("op", "addu"), ("kernel_class", "elementwise"),
+                                ("H", float(_STREAM_H)),
+                                ("B", np.maximum(1.0, np.round(elems / _STREAM_H)))):
+                col = _writable(f, name, value)
+                col[stream] = value
+                f[name] = col
         virt = {}
         vk = [(k, u, b) for k, u, b in zip(keys[idx], units[idx], dbytes[idx])]
         for k, u, b in dict.fromkeys(vk):
@@ -317,11 +323,25 @@ def price_kernels(km, kf: pd.DataFrame) -> KernelPrices:
     return KernelPrices(ms=ms, roofline_ms=roof, upper_ms=upper, tc=tc, ref_ms=ref)
 
 
-def kernel_frame(fs: FeatureSet) -> tuple[pd.DataFrame, list[int]]:
+def _writable(t: Table, name: str, value) -> np.ndarray:
+    """A copy of column ``name`` of ``t`` that can take ``value`` (as ``DataFrame.loc`` would
+    set it: a missing column starts as NaN, a string goes into an object column)."""
+    if name not in t.columns:
+        return np.full(len(t), np.nan, dtype=object if isinstance(value, str) else np.float64)
+    col = t[name].to_numpy().copy()
+    if isinstance(value, str) and col.dtype != object:
+        col = col.astype(object)
+    elif not isinstance(value, str) and col.dtype.kind in "biu":
+        col = col.astype(np.float64)
+    return col
+
+
+def kernel_frame(fs: FeatureSet) -> tuple[Table, list[int]]:
     """Every kernel of every record (``record`` column, in launch order within a record; the
-    record's ``device_key``, ``precision`` and ``tf32``) — records without a plan are skipped
-    (their index is returned). Records of one plan, mode, precision, optimizer and device are
-    lowered together (:meth:`~perfcast.features.kernels.KernelPlan.kernel_table`)."""
+    record's ``device_key``, ``precision`` and ``tf32``) as one
+    :class:`~perfcast.features.table.Table` — records without a plan are skipped (their index
+    is returned). Records of one plan, mode, precision, optimizer and device are lowered
+    together (:meth:`~perfcast.features.kernels.KernelPlan.kernel_table`)."""
     missing, groups = [], {}
     rows = fs.rows
     mode = rows["mode"].where(rows["mode"].notna(), "infer").astype(str).to_numpy() \
@@ -346,12 +366,34 @@ def kernel_frame(fs: FeatureSet) -> tuple[pd.DataFrame, list[int]]:
         t["device_key"], t["precision"], t["tf32"] = dev, prec, t32
         frames.append(t.drop(columns=["batch", "item"]))
     if not frames:
-        return pd.DataFrame(), missing
-    return pd.concat(frames, ignore_index=True), missing
+        return Table(), missing
+    return Table.concat(frames), missing
 
 
 #: The name the report and the CPU predictor import.
 _kernel_frame = kernel_frame
+
+
+def _group_codes(t, cols: list[str]) -> np.ndarray:
+    """The group number of each row of ``t`` by the values of ``cols``, groups numbered in
+    order of first appearance, a missing value (NaN / ``None``) equal to another — what
+    ``DataFrame.groupby(cols, dropna=False, sort=False).ngroup()`` gives."""
+    from perfcast.features.table import missing
+
+    n = len(t)
+    parts = []
+    for c in cols:
+        v = t[c].to_numpy()
+        na = missing(v)
+        vals = v.tolist()
+        if na.any():
+            vals = [None if m else x for x, m in zip(vals, na.tolist())]
+        parts.append(vals)
+    seen: dict[tuple, int] = {}
+    codes = np.empty(n, dtype=np.int64)
+    for i, key in enumerate(zip(*parts) if parts else [()] * n):
+        codes[i] = seen.setdefault(key, len(seen))
+    return codes
 
 
 def _kernel_row(k: Kernel, record: int, device: str, precision: str,
@@ -438,9 +480,11 @@ class CrossDevicePredictor(Predictor):
             # the device by its spec's values (a spec file changed under the same key is
             # another device)
             devs = {k: _device(k) for k in fs.rows["device"].astype(str).unique()}
+            n = len(fs.rows)
+            vals = [fs.rows[c].tolist() if c in fs.rows.columns else [np.nan] * n
+                    for c in cols]
             keys = [(*map(str, r), devs[str(d)]) for r, d in zip(
-                fs.rows.reindex(columns=cols).itertuples(index=False, name=None),
-                fs.rows["device"])]
+                zip(*vals), fs.rows["device"].tolist())]
             hit = _COMPOSED.get_all(keys)
             if hit is not None:
                 return hit
@@ -457,7 +501,7 @@ class CrossDevicePredictor(Predictor):
         # price each distinct kernel once (a transformer repeats its layer's kernels per layer,
         # and the batch grid repeats the model per batch)
         cols = [c for c in kf.columns if c not in ("record", "phase", "graph_op", "node")]
-        code = kf.groupby(cols, dropna=False, sort=False).ngroup().to_numpy()
+        code = _group_codes(kf, cols)
         first = np.unique(code, return_index=True)[1]
         pr = price_kernels(self._kernel_model(), kf.iloc[first].reset_index(drop=True))
         ms, roof, upper, ref = pr.ms[code], pr.roofline_ms[code], pr.upper_ms[code], \
@@ -491,7 +535,7 @@ class CrossDevicePredictor(Predictor):
         starts = np.cumsum([0] + [len(c["pos"]) for c in comp[:-1]])
         return pos, suffix, starts
 
-    def _host_ms(self, rows: pd.DataFrame) -> np.ndarray:
+    def _host_ms(self, rows) -> np.ndarray:
         """Per record: the fitted dispatch time per kernel (ms) of its mode."""
         mode = rows["mode"].astype(str).to_numpy() if "mode" in rows else \
             np.full(len(rows), "infer")
@@ -643,9 +687,12 @@ class CrossDevicePredictor(Predictor):
             raise PerfcastError(f"crossdevice: unknown correction {kind!r} (xgboost, ridge, "
                                 f"none)")
 
-    def _weights(self, rows: pd.DataFrame) -> np.ndarray:
+    def _weights(self, rows) -> np.ndarray:
         if not self.p("balance"):
             return np.ones(len(rows))
+        import pandas as pd
+
+        rows = rows.to_pandas() if isinstance(rows, Table) else rows
         key = rows["device"].astype(str) + "|" + rows.get(
             "source", pd.Series("", index=rows.index)).astype(str)
         counts = key.map(key.value_counts())
@@ -774,11 +821,13 @@ class CrossDevicePredictor(Predictor):
             self.residual_ = load_booster(tensors["residual"].numpy().tobytes())
 
 
-def composition_features(fs: FeatureSet, kernel_model: str = "shipped") -> pd.DataFrame:
+def composition_features(fs: FeatureSet, kernel_model: str = "shipped"):
     """Per record, the uncorrected composition on the record's device: ``gpu_ms`` (Σ kernel GPU
     time), ``roofline_ms``, ``n_kernels`` and the share of the kernels per class
     (``kernel_share_<class>``; NaN without a plan) — operator-level features for other
     predictors (``xgboost(operator_features=True)``)."""
+    import pandas as pd
+
     comp = CrossDevicePredictor(kernel_model=kernel_model).compose(fs)
     cols = ("gpu_ms", "roofline_ms", "n_kernels", *(f"kernel_share_{c}" for c in KERNEL_CLASSES))
     return pd.DataFrame([{k: (c[k] if c is not None else np.nan) for k in cols} for c in comp])

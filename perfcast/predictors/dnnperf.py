@@ -69,6 +69,10 @@ constant vector (no kind, bytes or bandwidth); ``attention=false`` — neither t
 the softmax weighting: ``hᵢᵤ = LeakyReLU(Σ h̄ᵢᵤ')`` (a plain sum-aggregation GNN);
 ``readout=mean`` — DNNPerf-AvgReadout.
 
+Answers are computed in numpy from the fitted weights (:func:`perfcast.predictors.numpy_gnn.anee`,
+the same arithmetic): a saved ``dnnperf`` loads as numpy arrays and answers without torch; the
+torch networks (``nets_``) are built from them only to train again.
+
 Deviations, for 2 CPU cores (said in ``reports/dnnperf``): ``hidden`` 64 (the paper keeps the node
 width N₁); ≤ 40 epochs with early stopping (patience 10) on the validation part (DIPPM's budget
 here) instead of 250 / 200 epochs (an epoch of task a's ≈ 480 training graphs of ≈ 3,300 nodes
@@ -87,7 +91,7 @@ import numpy as np
 from perfcast import ops as _ops
 from perfcast.errors import PerfcastError
 from perfcast.features.encode import EDGE_FEATURES, NODE_FEATURES
-from perfcast.features.records import FeatureSet
+from perfcast.features.records import FeatureSet, as_numpy
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler, load_net_state
 
@@ -337,6 +341,8 @@ class DNNPerf(Predictor):
 
     name = "dnnperf"
     supported_targets = ("time_ms", "memory_mb", "energy_j")
+    #: weights read as numpy arrays, answers computed in numpy (module docstring)
+    state_format: ClassVar[str] = "numpy"
     _DEFAULTS: ClassVar[dict[str, Any]] = {
         "hidden": 64, "rounds": 2, "mlp": "512,128,16", "lr": 1e-3, "epochs": 40,
         "batch_size": 64, "patience": 10, "seed": 0, "attention": True, "edge_features": True,
@@ -414,16 +420,23 @@ class DNNPerf(Predictor):
             if key not in out:
                 d = fs.graphs[g]
                 out[key] = configuration_graph(
-                    d.x.numpy(), d.edge_index.numpy(), d.edge_attr.numpy(),
+                    as_numpy(d.x), as_numpy(d.edge_index), as_numpy(d.edge_attr),
                     ref_batch=int(getattr(d, "ref_batch", 1)), batch=int(r["batch_size"]),
                     train=mode == "train", half=prec in ("amp", "fp16", "bf16"),
                     optimizer=optimizer, device_cols=cols, bandwidth=bw)
             result.append(out[key])
         return result
 
-    def _normalised(self, raw) -> list[tuple[Any, Any, Any]]:
-        import torch
+    def _normalised(self, raw, numpy: bool = False) -> list[tuple[Any, Any, Any]]:
+        """The MinMax-normalised ``(x, edge_index, edge_attr)`` of each raw graph: torch
+        tensors, or numpy arrays with ``numpy``."""
+        if numpy:
+            def tensor(a):
+                return a
+        else:
+            import torch
 
+            tensor = torch.from_numpy
         nmin, nrng = self.node_min_, self.node_range_
         emin, erng = self.edge_min_, self.edge_range_
         edge_on = bool(self._check_params()["edge_features"])
@@ -433,10 +446,10 @@ class DNNPerf(Predictor):
             if id(x) in seen:
                 out.append(seen[id(x)])
                 continue
-            xn = torch.from_numpy(((_view(x, _LOG_NODE, scale) - nmin) / nrng).astype(np.float32))
+            xn = tensor(((_view(x, _LOG_NODE, scale) - nmin) / nrng).astype(np.float32))
             ean = ((_view(ea, _LOG_EDGE, scale) - emin) / erng).astype(np.float32) if edge_on else \
                 np.ones_like(ea, dtype=np.float32)
-            t = (xn, torch.from_numpy(ei), torch.from_numpy(ean))
+            t = (xn, tensor(ei), tensor(ean))
             seen[id(x)] = t
             out.append(t)
         return out
@@ -539,15 +552,66 @@ class DNNPerf(Predictor):
             raise PerfcastError(f"{self.name}: graphs have {data.graphs[0].x.shape[1]} node "
                                 f"features, the predictor was trained on "
                                 f"{self.arch_['node_dim'] - len(DEVICE_FEATURES)}")
-        g = self._normalised(self._graphs(data))
-        z = np.stack([self._eval(net, g) for net in self.nets_], axis=1)
+        from perfcast.predictors.base import numpy_threads
+        from perfcast.predictors.numpy_gnn import anee
+
+        g = self._normalised(self._graphs(data), numpy=True)
+        a = self.arch_
+        z = np.zeros((len(g), len(self.targets_)))
+        with numpy_threads():
+            for j, sd in enumerate(self.numpy_weights()):
+                sd32 = {k: np.asarray(v, np.float32) for k, v in sd.items()}
+                for i, (x, ei, ea) in enumerate(g):
+                    z[i, j] = anee(x, ei, ea, sd32, rounds=int(a["rounds"][j]),
+                                   attention=bool(a["attention"]), readout=a["readout"],
+                                   pool_scale=float(a.get("pool_scale", 1.0)),
+                                   batchnorm=a.get("readout_norm", "scale") == "batchnorm",
+                                   mlp_layers=len(a["mlp"]))
         return self.target_scaler_.inverse(z)
+
+    # -- the networks: torch to train, numpy to answer -----------------------------------------
+    @property
+    def nets_(self):
+        """The torch networks, one per target (built from the loaded numpy weights on first
+        use); answers do not need them."""
+        nets = self.__dict__.get("_nets")
+        if nets is None:
+            weights = self.__dict__.get("_weights")
+            if weights is None:
+                raise AttributeError("nets_")
+            import torch
+
+            nets = []
+            for j, sd in enumerate(weights):
+                net = self._build(j)
+                load_net_state(self.name, net, {k: torch.from_numpy(np.array(v))
+                                                for k, v in sd.items()})
+                net.eval()
+                nets.append(net)
+            self.__dict__["_nets"] = nets
+        return nets
+
+    @nets_.setter
+    def nets_(self, nets) -> None:
+        self.__dict__["_nets"] = nets
+        self.__dict__["_weights"] = None
+
+    def numpy_weights(self) -> list[dict[str, np.ndarray]]:
+        """Each target's network weights by ``state_dict`` name, as numpy arrays."""
+        nets = self.__dict__.get("_nets")
+        if nets is not None:
+            return [{k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
+                    for net in nets]
+        weights = self.__dict__.get("_weights")
+        if weights is None:
+            raise PerfcastError(f"{self.name}: predictor is not fitted (call fit or load)")
+        return weights
 
     # -- persistence --------------------------------------------------------------------------
     def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         tensors: dict[str, Any] = {}
-        for j, net in enumerate(self.nets_):
-            tensors.update({f"net{j}.{k}": v for k, v in net.state_dict().items()})
+        for j, sd in enumerate(self.numpy_weights()):
+            tensors.update({f"net{j}.{k}": v for k, v in sd.items()})
         tensors.update({"target_mean": self.target_scaler_.mean,
                         "target_std": self.target_scaler_.std,
                         "node_min": self.node_min_, "node_range": self.node_range_,
@@ -564,18 +628,37 @@ class DNNPerf(Predictor):
         if len(self.arch_["rounds"]) != len(self.targets_):
             raise PerfcastError(f"{self.name}: saved predictor has {len(self.arch_['rounds'])} "
                                 f"networks but {len(self.targets_)} targets")
-        self.target_scaler_ = TargetScaler(tensors["target_mean"].numpy(),
-                                           tensors["target_std"].numpy(),
+        self.target_scaler_ = TargetScaler(as_numpy(tensors["target_mean"]),
+                                           as_numpy(tensors["target_std"]),
                                            log=self.get_params()["target_space"] == "log")
         for k in ("node_min", "node_range", "edge_min", "edge_range"):
-            setattr(self, f"{k}_", tensors[k].numpy().astype(np.float32))
-        self.nets_ = []
+            setattr(self, f"{k}_", as_numpy(tensors[k]).astype(np.float32))
+        from perfcast.predictors.numpy_gnn import check_weights
+
+        weights = []
         for j in range(len(self.targets_)):
-            net = self._build(j)
-            sd = {k.split(".", 1)[1]: v for k, v in tensors.items() if k.startswith(f"net{j}.")}
-            load_net_state(self.name, net, sd)
-            net.eval()
-            self.nets_.append(net)
+            sd = {k.split(".", 1)[1]: np.asarray(v) for k, v in tensors.items()
+                  if k.startswith(f"net{j}.")}
+            check_weights(self.name, sd, _anee_shapes(self.arch_, j))
+            weights.append(sd)
+        self.__dict__["_nets"] = None
+        self.__dict__["_weights"] = weights
+
+
+def _anee_shapes(arch: dict[str, Any], j: int) -> dict[str, tuple[int, ...]]:
+    """The ``state_dict`` shapes of :func:`_make_anee`'s network ``j`` for ``arch``."""
+    nd, ed, h = int(arch["node_dim"]), int(arch["edge_dim"]), int(arch["hidden"])
+    out: dict[str, tuple[int, ...]] = {"F.weight": (h, nd), "F.bias": (h,), "W_u.weight": (h, h),
+                                       "a.weight": (1, 2 * h), "W_e.weight": (ed, ed),
+                                       "W_m.weight": (h, ed)}
+    dims = (h, *[int(v) for v in arch["mlp"]])
+    for i, (a, b) in enumerate(zip(dims, dims[1:])):
+        out.update({f"mlp.{i}.weight": (b, a), f"mlp.{i}.bias": (b,)})
+    out.update({"out.weight": (1, dims[-1]), "out.bias": (1,)})
+    if arch.get("readout_norm", "scale") == "batchnorm":
+        out.update({f"bn.{k}": (h,) for k in ("weight", "bias", "running_mean", "running_var")})
+        out["bn.num_batches_tracked"] = ()
+    return out
 
 
 def _forward(net, graphs):

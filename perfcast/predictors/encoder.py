@@ -113,21 +113,71 @@ class PretrainedEncoder:
     ``embed(x, edge_index, batch, num_graphs)`` → ``[num_graphs, dim]`` sum-pooled node
     embeddings of a collated disjoint union: ``x`` the *raw* node matrices (standardised here
     with the corpus statistics), ``edge_index`` the message-passing edges — the data-flow edges
-    in both directions, as in pre-training (:func:`message_edges`).
+    in both directions, as in pre-training (:func:`message_edges`). :meth:`embed_numpy` gives
+    one graph's embedding in numpy (:mod:`perfcast.predictors.numpy_gnn`), what a saved
+    ``trappm`` answers with: loaded from its weights (:meth:`from_tensors`) the encoder holds
+    numpy arrays and builds its torch ``module`` only when asked for.
     """
 
     def __init__(self, module, node_mean: np.ndarray, node_std: np.ndarray,
-                 meta: dict[str, Any]) -> None:
-        import torch
-
-        self.module = module.eval()
-        for p in self.module.parameters():
-            p.requires_grad_(False)
+                 meta: dict[str, Any], weights: dict[str, np.ndarray] | None = None) -> None:
+        self._module = None
+        self._weights = weights
+        if module is not None:
+            self.module = module
         self.node_mean = np.asarray(node_mean, np.float32)
         self.node_std = np.asarray(node_std, np.float32)
-        self._mean = torch.from_numpy(self.node_mean)
-        self._std = torch.from_numpy(self.node_std)
         self.meta = meta
+
+    @property
+    def module(self):
+        """The frozen torch module (built from the numpy weights on first use)."""
+        if self._module is None:
+            import torch
+
+            module = build_encoder(self.meta)
+            try:
+                module.load_state_dict({k: torch.from_numpy(np.array(v))
+                                        for k, v in (self._weights or {}).items()})
+            except RuntimeError as exc:
+                raise PerfcastError(f"encoder weights do not match its architecture ({exc}); "
+                                    f"retrain it") from None
+            self.module = module
+        return self._module
+
+    @module.setter
+    def module(self, module) -> None:
+        self._module = module.eval()
+        for p in self._module.parameters():
+            p.requires_grad_(False)
+        self._weights = None
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """The encoder's ``state_dict`` as numpy arrays."""
+        if self._module is not None:
+            return {k: v.detach().cpu().numpy() for k, v in self._module.state_dict().items()}
+        return dict(self._weights or {})
+
+    def embed_numpy(self, x, edge_index) -> np.ndarray:
+        """``[dim]`` sum-pooled embedding of one graph in numpy: ``x`` its raw node matrix,
+        ``edge_index`` its message-passing edges (both directions) — :meth:`embed` of that
+        graph alone."""
+        from perfcast.predictors.numpy_gnn import encoder_nodes
+
+        p = self.meta["params"]
+        layers = int(p["layers"])
+        xs = (np.asarray(x, np.float32) - self.node_mean) / self.node_std
+        z = encoder_nodes(xs.astype(np.float32), np.asarray(edge_index, np.int64), self._np_sd(),
+                          METHOD_CONV[self.meta["method"]], layers,
+                          layers if bool(p["final_act"]) else layers - 1)
+        return z.sum(0, dtype=np.float32)
+
+    def _np_sd(self) -> dict[str, np.ndarray]:
+        if self._module is not None:
+            return self.numpy_weights()
+        if not hasattr(self, "_sd32"):
+            self._sd32 = {k: np.asarray(v, np.float32) for k, v in (self._weights or {}).items()}
+        return self._sd32
 
     @property
     def method(self) -> str:
@@ -145,8 +195,9 @@ class PretrainedEncoder:
         import torch
         from torch_geometric.utils import scatter
 
+        mean, std = torch.from_numpy(self.node_mean), torch.from_numpy(self.node_std)
         with torch.no_grad():
-            z = self.module((x.float() - self._mean) / self._std, edge_index)
+            z = self.module((x.float() - mean) / std, edge_index)
             return scatter(z, batch, dim=0, dim_size=num_graphs, reduce="sum")
 
     def embed_graphs(self, graphs: list, chunk: int = 64):
@@ -162,23 +213,27 @@ class PretrainedEncoder:
 
     def tensors(self) -> dict[str, Any]:
         """Weights and node statistics (to embed the encoder in a predictor's file)."""
-        t = {f"encoder.{k}": v for k, v in self.module.state_dict().items()}
+        t = {f"encoder.{k}": v for k, v in self.numpy_weights().items()}
         t.update({"encoder_node_mean": self.node_mean, "encoder_node_std": self.node_std})
         return t
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, Any], meta: dict[str, Any]) -> PretrainedEncoder:
         """Inverse of :meth:`tensors` (``meta`` as in ``encoder.json``, at least ``method``,
-        ``params``, ``in_dim``)."""
-        module = build_encoder(meta)
-        sd = {k[len("encoder."):]: v for k, v in tensors.items() if k.startswith("encoder.")}
+        ``params``, ``in_dim``): the weights kept as numpy arrays (torch tensors or numpy
+        arrays given), checked against the architecture; no torch module is built."""
+        from perfcast.predictors.numpy_gnn import check_weights
+
+        if meta.get("method") not in METHOD_CONV:
+            raise PerfcastError(f"unknown encoder method {meta.get('method')!r}")
+        sd = {k[len("encoder."):]: _np(v) for k, v in tensors.items()
+              if k.startswith("encoder.")}
         try:
-            module.load_state_dict(sd)
-        except RuntimeError as exc:
-            raise PerfcastError(f"encoder weights do not match its architecture ({exc}); "
-                                f"retrain it") from None
-        return cls(module, _np(tensors["encoder_node_mean"]), _np(tensors["encoder_node_std"]),
-                   meta)
+            check_weights("encoder", sd, encoder_shapes(meta))
+        except PerfcastError as exc:
+            raise PerfcastError(f"{exc}; retrain it") from None
+        return cls(None, _np(tensors["encoder_node_mean"]), _np(tensors["encoder_node_std"]),
+                   meta, weights=sd)
 
     def __repr__(self) -> str:
         return (f"PretrainedEncoder(method={self.method!r}, dim={self.dim}, "
@@ -186,7 +241,32 @@ class PretrainedEncoder:
 
 
 def _np(v) -> np.ndarray:
-    return v.numpy() if hasattr(v, "numpy") else np.asarray(v)
+    if hasattr(v, "detach"):
+        return v.detach().cpu().numpy()
+    return np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+
+
+def encoder_shapes(meta: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The ``state_dict`` shapes of :class:`~perfcast.predictors.encoder_net.Encoder` for
+    ``meta`` (what :meth:`PretrainedEncoder.from_tensors` checks a checkpoint against)."""
+    p = meta["params"]
+    layers, hidden, in_dim = int(p["layers"]), int(p["hidden"]), int(meta["in_dim"])
+    dims = [in_dim] + [2 * hidden if (i == 0 and layers > 1) else hidden for i in range(layers)]
+    out: dict[str, tuple[int, ...]] = {}
+    for i, (a, b) in enumerate(zip(dims, dims[1:])):
+        c = f"convs.{i}"
+        if METHOD_CONV[meta["method"]] == "sage":
+            out.update({f"{c}.lin_l.weight": (b, a), f"{c}.lin_l.bias": (b,),
+                        f"{c}.lin_r.weight": (b, a)})
+        else:
+            out.update({f"{c}.eps": (1,), f"{c}.nn.0.weight": (b, a), f"{c}.nn.0.bias": (b,),
+                        f"{c}.nn.2.weight": (b, b), f"{c}.nn.2.bias": (b,)})
+    n_norm = layers if bool(p["final_act"]) else layers - 1
+    for i, b in enumerate(dims[1:1 + n_norm]):
+        out.update({f"norms.{i}.{k}": (b,) for k in ("weight", "bias", "running_mean",
+                                                    "running_var")})
+        out[f"norms.{i}.num_batches_tracked"] = ()
+    return out
 
 
 def build_encoder(meta: dict[str, Any]):

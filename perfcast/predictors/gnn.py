@@ -27,6 +27,12 @@ unique graphs into one disjoint-union graph (what ``torch_geometric.data.Batch.f
 does, on just ``x`` / ``edge_index``) and gathers the embedding per record. Per-graph tensors are
 gathered once per fit; evaluation embeds each unique graph once, in chunks of 64 graphs.
 
+Answers (``predict``) are computed in numpy from the fitted weights
+(:mod:`perfcast.predictors.numpy_gnn`: the same layers, PyG's semantics): a saved predictor loads
+its ``weights.safetensors`` as numpy arrays (``state_format = "numpy"``) and answers without
+importing torch or PyTorch Geometric; the torch network (``net_``) is built from those weights
+only when it trains again (``warm_start``) or is asked for.
+
 Fine-tuning (``warm_start=True``): when the predictor is already fitted (trained or loaded),
 ``fit`` continues from the current weights with a fresh Adam optimiser, keeping the node, static
 and target scalers and the output layer; the training targets must be a subset of the fitted
@@ -49,7 +55,7 @@ from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import (BestEpoch, FeatureScaler, Predictor, TargetScaler, WarmStart,
                                       load_net_state)
-from perfcast.features.records import FeatureSet
+from perfcast.features.records import FeatureSet, as_numpy
 
 CONVS = ("sage", "gcn", "gat", "gin")
 POOLS = ("sum", "mean")
@@ -131,8 +137,9 @@ class _Graphs:
             if g in self.x:
                 continue
             d = fs.graphs[g]
-            self.x[g] = d.x.float()  # no copy: standardised per collated minibatch
-            ei = d.edge_index.long()
+            # no copy: standardised per collated minibatch (PyG Data or numpy GraphArrays)
+            self.x[g] = torch.as_tensor(d.x).float()
+            ei = torch.as_tensor(d.edge_index).long()
             if self.undirected and ei.numel():
                 ei = torch.cat([ei, ei.flip(0)], dim=1)
             self.ei[g] = ei
@@ -155,7 +162,7 @@ def _node_stats(fs: FeatureSet, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
     s = s2 = None
     n = 0
     for g in np.unique(idx).tolist():
-        x = fs.graphs[g].x.double().numpy()
+        x = as_numpy(fs.graphs[g].x).astype(np.float64)
         s = x.sum(0) if s is None else s + x.sum(0)
         s2 = (x * x).sum(0) if s2 is None else s2 + (x * x).sum(0)
         n += x.shape[0]
@@ -199,6 +206,35 @@ def masked_epoch(batches, forward, loss_fn, opt, z, mask) -> float:
     return tot / max(cnt, 1)
 
 
+def _expected_shapes(arch: dict[str, Any], extra: int = 0) -> dict[str, tuple[int, ...]]:
+    """The ``state_dict`` shapes of :func:`_make_net`'s network for ``arch`` (``extra`` inputs
+    of the head beside the embedding and the statics)."""
+    conv, hid, fch = arch["conv"], int(arch["hidden"]), int(arch["fc_hidden"])
+    dims = [int(arch["in_dim"])] + [hid] * int(arch["conv_layers"])
+    out: dict[str, tuple[int, ...]] = {}
+    for i, (a, b) in enumerate(zip(dims, dims[1:])):
+        p = f"convs.{i}"
+        if conv == "sage":
+            out.update({f"{p}.lin_l.weight": (b, a), f"{p}.lin_l.bias": (b,),
+                        f"{p}.lin_r.weight": (b, a)})
+        elif conv == "gcn":
+            out.update({f"{p}.lin.weight": (b, a), f"{p}.bias": (b,)})
+        elif conv == "gat":
+            out.update({f"{p}.lin.weight": (b, a), f"{p}.att_src": (1, 1, b),
+                        f"{p}.att_dst": (1, 1, b), f"{p}.bias": (b,)})
+        elif conv == "gin":
+            out.update({f"{p}.eps": (1,), f"{p}.nn.0.weight": (b, a), f"{p}.nn.0.bias": (b,),
+                        f"{p}.nn.2.weight": (b, b), f"{p}.nn.2.bias": (b,)})
+        else:
+            raise PerfcastError(f"unknown conv {conv!r} (use {', '.join(CONVS)})")
+    fdims = [hid + int(arch["static_dim"]) + int(extra)] + [fch] * int(arch["fc_layers"])
+    for i, (a, b) in enumerate(zip(fdims, fdims[1:])):
+        out.update({f"fcs.{i}.weight": (b, a), f"fcs.{i}.bias": (b,)})
+    out.update({"out.weight": (int(arch["out_dim"]), fdims[-1]),
+                "out.bias": (int(arch["out_dim"]),)})
+    return out
+
+
 class GNNRegressor(WarmStart, Predictor):
     """Shared GNN regressor (not registered; see :class:`DIPPM` and :class:`NNLQP`).
 
@@ -213,6 +249,8 @@ class GNNRegressor(WarmStart, Predictor):
 
     #: Per-class overrides of :data:`_BASE_DEFAULTS`.
     _defaults: ClassVar[dict[str, Any]] = {}
+    #: weights are read as numpy arrays and answers computed in numpy (module docstring)
+    state_format: ClassVar[str] = "numpy"
     _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {
         "conv": "sage", "hidden": 64, "conv_layers": 3, "fc_hidden": 64, "fc_layers": 3,
         "dropout": 0.05, "pool": "mean", "undirected": True, "loss": "huber", "lr": 2e-3,
@@ -386,12 +424,83 @@ class GNNRegressor(WarmStart, Predictor):
         if data.graphs and int(data.graphs[0].x.shape[1]) != self.arch_["in_dim"]:
             raise PerfcastError(f"{self.name}: graphs have {data.graphs[0].x.shape[1]} node "
                                 f"features, the predictor was trained on {self.arch_['in_dim']}")
-        z = self._eval_z(self.net_, self._tensors(data, None)).double().numpy()
-        return self.target_scaler_.inverse(z)
+        z = self._numpy_z(data, self._numpy_static(data))
+        return self.target_scaler_.inverse(z.astype(np.float64))
+
+    def _numpy_static(self, data: FeatureSet) -> np.ndarray:
+        """What the head reads beside the graph embedding, per record: the standardised static
+        vector (float32)."""
+        return self.static_scaler_.transform(data.static)
+
+    # -- the network: torch to train, numpy to answer ------------------------------------------
+    @property
+    def net_(self):
+        """The torch network (built from the loaded numpy weights on first use: training again,
+        ``warm_start``); answers do not need it (:meth:`_numpy_z`)."""
+        net = self.__dict__.get("_net")
+        if net is None:
+            weights = self.__dict__.get("_weights")
+            if weights is None:
+                raise AttributeError("net_")
+            import torch
+
+            net = self._build(float(self.get_params()["dropout"]))
+            load_net_state(self.name, net, {k: torch.from_numpy(np.array(v))
+                                            for k, v in weights.items()})
+            net.eval()
+            self.__dict__["_net"] = net
+        return net
+
+    @net_.setter
+    def net_(self, net) -> None:
+        self.__dict__["_net"] = net
+        self.__dict__["_weights"] = None
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """The network's weights by ``state_dict`` name, as numpy arrays: the loaded ones, or
+        those of the torch network when it trained in this process."""
+        net = self.__dict__.get("_net")
+        if net is not None:
+            return {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
+        weights = self.__dict__.get("_weights")
+        if weights is None:
+            raise PerfcastError(f"{self.name}: predictor is not fitted (call fit or load)")
+        return weights
+
+    def _numpy_z(self, data: FeatureSet, static: np.ndarray) -> np.ndarray:
+        """Standardised predictions ``[len(data), out_dim]`` in numpy
+        (:func:`~perfcast.predictors.numpy_gnn.gnn_embed` per unique graph, then
+        :func:`~perfcast.predictors.numpy_gnn.gnn_head` per record) — the torch network's
+        ``embed`` + ``head`` in eval mode."""
+        from perfcast.predictors.base import numpy_threads
+
+        with numpy_threads():
+            return self._numpy_z_inner(data, static)
+
+    def _numpy_z_inner(self, data: FeatureSet, static: np.ndarray) -> np.ndarray:
+        from perfcast.predictors.numpy_gnn import gnn_embed, gnn_head, message_edges
+
+        a, sd = self.arch_, self.numpy_weights()
+        mean = np.asarray(self.node_mean_, np.float32)
+        std = np.asarray(self.node_std_, np.float32)
+        uniq, inv = np.unique(np.asarray(data.graph_index), return_inverse=True)
+        embs = []
+        for g in uniq.tolist():
+            d = data.graphs[g]
+            x = (as_numpy(d.x).astype(np.float32) - mean) / std
+            ei = as_numpy(d.edge_index).astype(np.int64).reshape(2, -1)
+            if a["undirected"]:
+                ei = message_edges(ei)
+            embs.append(gnn_embed(x, ei, sd, a["conv"], int(a["conv_layers"]), a["pool"],
+                                  float(a.get("pool_scale", 1.0))))
+        if not embs:
+            return np.zeros((0, int(a["out_dim"])), np.float32)
+        G = np.stack(embs)[inv.reshape(-1)]
+        return gnn_head(G, np.asarray(static, np.float32), sd, int(a["fc_layers"]))
 
     # -- persistence -------------------------------------------------------------------------
     def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        tensors: dict[str, Any] = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
+        tensors: dict[str, Any] = {f"net.{k}": v for k, v in self.numpy_weights().items()}
         tensors.update({"target_mean": self.target_scaler_.mean,
                         "target_std": self.target_scaler_.std,
                         "static_mean": self.static_scaler_.mean,
@@ -414,11 +523,17 @@ class GNNRegressor(WarmStart, Predictor):
                                            log=self.get_params()["target_space"] == "log")
         self.static_scaler_ = FeatureScaler(np_["static_mean"], np_["static_std"])
         self.node_mean_, self.node_std_ = np_["node_mean"], np_["node_std"]
-        net = self._build(float(self.get_params()["dropout"]))
-        sd = {k[4:]: v for k, v in tensors.items() if k.startswith("net.")}
-        load_net_state(self.name, net, sd)
-        net.eval()
-        self.net_ = net
+        sd = {k[4:]: np.asarray(v) for k, v in tensors.items() if k.startswith("net.")}
+        from perfcast.predictors.numpy_gnn import check_weights
+
+        check_weights(self.name, sd, _expected_shapes(self.arch_, self._head_in_extra()))
+        self.__dict__["_net"] = None
+        self.__dict__["_weights"] = sd
+
+    def _head_in_extra(self) -> int:
+        """Inputs the head takes beside the graph embedding and the static vector (TraPPM:
+        the frozen encoder's embedding)."""
+        return 0
 
 
 @register_predictor

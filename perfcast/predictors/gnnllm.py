@@ -504,10 +504,12 @@ class GNNLLM(WarmStart, Predictor):
         out: dict[str, Any] = {"seqs": seqs, "gidx": np.asarray(fs.graph_index), "fs": fs,
                                "gpos": len(pre)}
         if rep == "graph":
-            out["x"] = {g: fs.graphs[g].x.float() for g in np.unique(fs.graph_index).tolist()}
+            out["x"] = {g: torch.as_tensor(fs.graphs[g].x).float()  # PyG Data or GraphArrays
+                        for g in np.unique(fs.graph_index).tolist()}
             from perfcast.predictors.encoder import message_edges
 
-            out["ei"] = {g: message_edges(fs.graphs[g].edge_index.long()) for g in out["x"]}
+            out["ei"] = {g: message_edges(torch.as_tensor(fs.graphs[g].edge_index).long())
+                         for g in out["x"]}
         if targets is not None:
             z, mask = self._scaled_labels(fs, targets)
             out["z"], out["mask"] = torch.from_numpy(z), torch.from_numpy(mask)

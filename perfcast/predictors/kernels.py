@@ -62,6 +62,10 @@ The device enters them through ``c`` and ``m`` only, as everywhere here.
 Device numbers come from the registry (:func:`perfcast.devices.get_device`: ``peak_tflops``,
 ``bandwidth_gbs``) — give a registry key or a :class:`~perfcast.devices.Device`.
 
+Kernel rows are a ``pandas.DataFrame`` (training, evaluation) or a light
+:class:`~perfcast.features.table.Table` (answering: no pandas); the functions that price rows read
+either the same way, and :meth:`KernelModel.fit` trains on a ``pandas.DataFrame``.
+
 Estimator contract in the spirit of :mod:`perfcast.predictors.base`: ``__init__`` only stores
 hyper-parameters; ``fit`` learns one XGBoost booster per kernel class; fitted attributes end in
 ``_``; ``save(dir)`` writes ``config.json`` + ``<class>.json`` (XGBoost's own JSON model format,
@@ -78,9 +82,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from perfcast.errors import PerfcastError
+from perfcast.features.table import Table, unique
 
 #: The kernel classes, one booster each.
 KERNEL_CLASSES: tuple[str, ...] = ("gemm", "conv", "norm", "softmax", "elementwise")
@@ -257,20 +261,20 @@ def kernel_roofline_ms(kernel_class: str, dims: Mapping[str, Any], device,
 
 
 # ------------------------------------------------------------------------------------- features
-def _frame_devices(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per-row device numbers (:func:`device_spec`) from ``device_key`` (or ``device``): registry
-    keys or :class:`~perfcast.devices.Device` objects."""
+def _frame_devices(frame) -> dict[str, np.ndarray]:
+    """Per-row device numbers (:func:`device_spec`: ``peak_flops``, ``bandwidth``) from
+    ``device_key`` (or ``device``): registry keys or :class:`~perfcast.devices.Device`
+    objects."""
     col = "device_key" if "device_key" in frame.columns else "device"
     if col not in frame.columns:
         raise PerfcastError("kernel rows need a device_key column (registry key or Device)")
     vals = frame[col].tolist()
     specs = {v: device_spec(v) for v in dict.fromkeys(vals)}
     fields = ("peak_flops", "bandwidth")
-    return pd.DataFrame({f: np.array([specs[v][f] for v in vals], dtype=np.float64)
-                         for f in fields}, index=frame.index)
+    return {f: np.array([specs[v][f] for v in vals], dtype=np.float64) for f in fields}
 
 
-def _dims_of(frame: pd.DataFrame, kc: str) -> dict[str, np.ndarray]:
+def _dims_of(frame, kc: str) -> dict[str, np.ndarray]:
     out = {}
     for name in CLASS_DIMS[kc]:
         if name not in frame.columns:
@@ -279,15 +283,19 @@ def _dims_of(frame: pd.DataFrame, kc: str) -> dict[str, np.ndarray]:
     return out
 
 
-def _roof_parts(frame: pd.DataFrame, kc: str, dev: pd.DataFrame):
+def _ops_of(frame) -> np.ndarray | None:
+    """The ``op`` column as strings (``None`` without one)."""
+    return frame["op"].astype(str).to_numpy() if "op" in frame.columns else None
+
+
+def _roof_parts(frame, kc: str, dev: dict[str, np.ndarray]):
     dims = _dims_of(frame, kc)
-    ops = frame["op"].astype(str).to_numpy() if "op" in frame.columns else None
-    flops, moved = kernel_work(kc, dims, "fp32", op=ops)
+    flops, moved = kernel_work(kc, dims, "fp32", op=_ops_of(frame))
     flops = np.broadcast_to(np.asarray(flops, dtype=np.float64), (len(frame),))
     moved = np.broadcast_to(np.asarray(moved, dtype=np.float64), (len(frame),))
     eff_flops = flops / np.asarray(min_flops_factor(kc, dims))
-    t_c = eff_flops / dev["peak_flops"].to_numpy() * 1e3
-    t_m = moved / dev["bandwidth"].to_numpy() * 1e3
+    t_c = eff_flops / dev["peak_flops"] * 1e3
+    t_m = moved / dev["bandwidth"] * 1e3
     return dims, flops, moved, t_c, t_m, np.maximum(t_c, t_m)
 
 
@@ -296,19 +304,18 @@ def _roof_parts(frame: pd.DataFrame, kc: str, dev: pd.DataFrame):
 REFERENCE_GPU = {"fp32_tflops": 19.5, "bandwidth_gbs": 1555.0}
 
 
-def reference_ms(kernel_class: str, frame: pd.DataFrame) -> np.ndarray:
+def reference_ms(kernel_class: str, frame) -> np.ndarray:
     """The kernel's roofline (ms, fp32 operands, Winograd FLOPs) on :data:`REFERENCE_GPU`."""
     kc = kernel_class_of(kernel_class)
     dims = _dims_of(frame, kc)
-    ops = frame["op"].astype(str).to_numpy() if "op" in frame.columns else None
-    flops, moved = kernel_work(kc, dims, "fp32", op=ops)
+    flops, moved = kernel_work(kc, dims, "fp32", op=_ops_of(frame))
     eff = np.asarray(flops, np.float64) / np.asarray(min_flops_factor(kc, dims))
     out = np.maximum(eff / (REFERENCE_GPU["fp32_tflops"] * 1e12),
                      np.asarray(moved, np.float64) / (REFERENCE_GPU["bandwidth_gbs"] * 1e9)) * 1e3
     return np.broadcast_to(out, (len(frame),)).astype(np.float64)
 
 
-def kernel_times(kernel_class: str, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def kernel_times(kernel_class: str, frame) -> tuple[np.ndarray, np.ndarray]:
     """``(compute ms, memory ms)`` per row: effective FLOPs (Winograd) ÷ the device's FP32 peak
     and bytes (fp32 operands) ÷ its bandwidth — a virtual device
     (:func:`perfcast.predictors.crossdevice.price_kernels`) carries another peak or operand size."""
@@ -317,9 +324,10 @@ def kernel_times(kernel_class: str, frame: pd.DataFrame) -> tuple[np.ndarray, np
     return t_c, t_m
 
 
-def kernel_features(kernel_class: str, frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+def kernel_features(kernel_class: str, frame) -> tuple[Table, np.ndarray]:
     """``(features, roofline_ms)`` for rows of one kernel class (dims columns, ``op``,
-    ``device_key``). The features are the kernel's own shape — log dimensions and counts, shape
+    ``device_key``; a ``pandas.DataFrame`` or a :class:`~perfcast.features.table.Table`), the
+    features as a table of named columns. The features are the kernel's own shape — log dimensions and counts, shape
     ratios, op codes — and **never the device**: the device enters a prediction only through the
     physical base ``τ + c/η + m/β`` (:meth:`KernelModel.base_ms`), whose compute time ``c`` and
     memory time ``m`` never grow on a faster GPU."""
@@ -330,7 +338,7 @@ def kernel_features(kernel_class: str, frame: pd.DataFrame) -> tuple[pd.DataFram
     f: dict[str, np.ndarray] = {}
     if kc == "gemm":
         b, m, n, k = dims["B"], dims["M"], dims["N"], dims["K"]
-        ops = frame["op"].astype(str).to_numpy() if "op" in frame.columns else None
+        ops = _ops_of(frame)
         f.update(log_B=log(b), log_M=log(m), log_N=log(n), log_K=log(k), log_M_N=log(m / n),
                  log_K_MN=log(k / np.sqrt(m * n)),
                  log_tiles=log(b * np.ceil(m / TILE[0]) * np.ceil(n / TILE[1])),
@@ -356,10 +364,10 @@ def kernel_features(kernel_class: str, frame: pd.DataFrame) -> tuple[pd.DataFram
             f["op"] = np.array([ELEMENTWISE_OPS.index(o) if o in ELEMENTWISE_OPS else
                                 (0 if o in BINARY_OPS else 1) for o in ops], dtype=np.float64)
             f["binary"] = np.isin(ops, list(BINARY_OPS)).astype(np.float64)
-    return pd.DataFrame(f, index=frame.index), tr
+    return Table(f, length=len(frame)), tr
 
 
-def _conv_as_gemm(rows: pd.DataFrame) -> pd.DataFrame:
+def _conv_as_gemm(rows):
     """Convolution rows as their implicit GEMM (``linear``: ``M = B·O², N = Co, K = Ci·R²``)."""
     o = conv_output_size(rows["Input_Size"], rows["Kernel_Szie"], rows["Stride"],
                          rows["Padding"])
@@ -382,19 +390,18 @@ GPU_TIME_FALLBACK: dict[str, tuple[str, ...]] = {
     "softmax": ("norm", "elementwise"), "elementwise": ("elementwise", "norm")}
 
 
-def _gpu_times(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_times(df) -> tuple[np.ndarray, np.ndarray]:
     """``(compute ms, memory ms)`` per kernel row at its own operand size (``dtype_bytes``,
     default 4): 2-byte GEMMs at the GPU's fp16 tensor peak, everything else at its FP32 peak."""
     c, m = np.zeros(len(df)), np.zeros(len(df))
     kcs = df["kernel_class"].astype(str).to_numpy()
     col = "device_key" if "device_key" in df.columns else "device"
     db = df["dtype_bytes"].to_numpy(np.float64) if "dtype_bytes" in df else np.full(len(df), 4.0)
-    for kc in pd.unique(kcs):
+    for kc in unique(kcs):
         idx = np.flatnonzero(kcs == kc)
         rows = df.iloc[idx]
         dims = _dims_of(rows, kc)
-        ops = rows["op"].astype(str).to_numpy() if "op" in rows.columns else None
-        flops, moved = kernel_work(kc, dims, dtype_bytes=1, op=ops)
+        flops, moved = kernel_work(kc, dims, dtype_bytes=1, op=_ops_of(rows))
         flops = np.broadcast_to(np.asarray(flops, float), (len(rows),))
         moved = np.broadcast_to(np.asarray(moved, float), (len(rows),)) * db[idx]
         devs = {d: _device(d) for d in dict.fromkeys(rows[col])}
@@ -448,9 +455,12 @@ def _fit_base(c: np.ndarray, m: np.ndarray, log_t: np.ndarray,
 
 
 # ---------------------------------------------------------------------------------------- model
-def _as_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    if not isinstance(frame, pd.DataFrame):
-        raise PerfcastError(f"kernel rows must be a pandas DataFrame, got {type(frame).__name__}")
+def _as_frame(frame):
+    """Kernel rows with a ``kernel_class`` column, of the type given (a ``pandas.DataFrame``
+    or a :class:`~perfcast.features.table.Table`)."""
+    if not isinstance(frame, Table) and type(frame).__name__ != "DataFrame":
+        raise PerfcastError(f"kernel rows must be a pandas DataFrame or a perfcast Table, got "
+                            f"{type(frame).__name__}")
     df = frame
     if "kernel_class" not in df.columns:
         if "op" not in df.columns:
@@ -513,7 +523,7 @@ class KernelModel:
                 **(p.get("class_params") or {}).get(kc, {})}
 
     # -- fit ---------------------------------------------------------------------------------
-    def fit(self, frame: pd.DataFrame, *, classes: list[str] | None = None,
+    def fit(self, frame, *, classes: list[str] | None = None,
             progress=None) -> KernelModel:
         """Learn from measured kernels: a frame like :func:`perfcast.datasets.load_kernels`
         (``op``, dims, ``device_key``, ``latency_ms``). ``classes`` limits the classes
@@ -610,7 +620,7 @@ class KernelModel:
         if not hasattr(self, "boosters_"):
             raise PerfcastError(f"{self.name}: not fitted (call fit or KernelModel.load)")
 
-    def _log_t(self, kc: str, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def _log_t(self, kc: str, rows) -> tuple[np.ndarray, np.ndarray]:
         """``(log predicted ms, roofline ms)`` of rows of class ``kc``: the base times the shape
         factor, the factor faded out below the sizes it was learned on (:meth:`shape_gate`)."""
         if kc not in self.boosters_:
@@ -624,7 +634,7 @@ class KernelModel:
         gate = self.shape_gate(kc, rows)
         return np.log(_base(self.base_[kc], c, m)) + gate * np.asarray(f, np.float64), tr
 
-    def shape_gate(self, kernel_class: str, rows: pd.DataFrame) -> np.ndarray:
+    def shape_gate(self, kernel_class: str, rows) -> np.ndarray:
         """How much of the shape factor applies, in [0, 1], from the kernel's size on the fixed
         :data:`REFERENCE_GPU` (device-free): 1 from the 10th percentile of the GPU-bound
         training kernels' reference times up, 0 below their 1st percentile, log-linear
@@ -636,18 +646,21 @@ class KernelModel:
         ref = reference_ms(kernel_class, rows)
         return np.clip(np.log(ref / lo) / np.log(hi / lo), 0.0, 1.0)
 
-    def predict_utilization(self, frame: pd.DataFrame) -> np.ndarray:
+    def predict_utilization(self, frame) -> np.ndarray:
         """Utilization ``u ∈ (0, 1]`` per row (roofline time / predicted time)."""
         t, tr = self._predict(frame)
         return tr / t
 
-    def predict_frame(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``roofline_ms``, ``utilization`` and ``latency_ms`` (predicted) per row."""
+    def predict_frame(self, frame):
+        """``roofline_ms``, ``utilization`` and ``latency_ms`` (predicted) per row (a
+        ``pandas.DataFrame`` on ``frame``'s index)."""
+        import pandas as pd
+
         t, tr = self._predict(frame)
         return pd.DataFrame({"roofline_ms": tr, "utilization": tr / t, "latency_ms": t},
                             index=frame.index)
 
-    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+    def predict(self, frame) -> np.ndarray:
         """Predicted GPU time (ms) per row, ``≥`` the row's roofline bound."""
         return self._predict(frame)[0]
 
@@ -657,7 +670,7 @@ class KernelModel:
         floors = getattr(self, "floors_", {}).get(kernel_class_of(kernel_class)) or {}
         return float(np.median(list(floors.values()))) if floors else 0.0
 
-    def predict_measured(self, frame: pd.DataFrame) -> np.ndarray:
+    def predict_measured(self, frame) -> np.ndarray:
         """What the training harness would read (ms): ``max(GPU time, its dispatch floor)`` —
         the GPU's own floor where the model learned it, else :meth:`harness_floor_ms`. For
         comparing with measurements of that harness (``benchmarks/kernel_model.py``); a
@@ -671,7 +684,7 @@ class KernelModel:
             for kc, d in zip(df["kernel_class"], df[col])], dtype=np.float64)
         return np.maximum(t, floor)
 
-    def _predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def _predict(self, frame) -> tuple[np.ndarray, np.ndarray]:
         """``(t, roofline_ms)`` per row (the class docstring); a convolution whose kernel size /
         stride was never measured is priced as its implicit GEMM (``M = B·O², N = Co,
         K = Ci·R²``)."""
@@ -680,7 +693,7 @@ class KernelModel:
         t = np.full(len(df), np.nan)
         tr = np.full(len(df), np.nan)
         kcs = df["kernel_class"].to_numpy()
-        for kc in pd.unique(kcs):
+        for kc in unique(kcs):
             sel = np.flatnonzero(kcs == kc)
             rows = df.iloc[sel]
             domain = getattr(self, "domain_", {}).get(str(kc))
@@ -692,9 +705,9 @@ class KernelModel:
                 as_gemm = np.array([(int(r), int(st)) not in shapes for r, st in
                                     zip(rows["Kernel_Szie"], rows["Stride"])], bool)
             if as_gemm.any():
-                lat[as_gemm] = np.exp(self._log_t("gemm", _conv_as_gemm(rows[as_gemm]))[0])
+                lat[as_gemm] = np.exp(self._log_t("gemm", _conv_as_gemm(rows.iloc[as_gemm]))[0])
             if (~as_gemm).any():
-                lat[~as_gemm] = np.exp(self._log_t(str(kc), rows[~as_gemm])[0])
+                lat[~as_gemm] = np.exp(self._log_t(str(kc), rows.iloc[~as_gemm])[0])
             t[sel], tr[sel] = np.maximum(lat, t_full), t_full
         return t, tr
 
@@ -712,7 +725,7 @@ class KernelModel:
         cols = {k: np.atleast_1d(np.asarray(v, dtype=np.float64)) for k, v in dims.items()
                 if k in CLASS_DIMS[kc]}
         n = max(len(v) for v in cols.values()) if cols else 1
-        frame = pd.DataFrame({k: np.broadcast_to(v, (n,)) for k, v in cols.items()})
+        frame = Table({k: np.broadcast_to(v, (n,)) for k, v in cols.items()}, length=n)
         frame["op"] = name if name in OP_CLASS else ("add" if kc == "elementwise" else name)
         frame["kernel_class"] = kc
         frame["device_key"] = [_device(device)] * n
@@ -721,7 +734,7 @@ class KernelModel:
         return float(out[0]) if scalar else out
 
     # -- GPU-time constants and bounds ---------------------------------------------------------
-    def fit_gpu_time(self, frame: pd.DataFrame) -> KernelModel:
+    def fit_gpu_time(self, frame) -> KernelModel:
         """Fit, per class, the base ``τ + ((c/η)^p + (m/β)^p)^(1/p)`` (:func:`_fit_base`; ``c``
         FLOPs ÷ the peak of the units that run the kernel — tensor cores for 2-byte GEMMs —,
         ``m`` bytes ÷ bandwidth, both in ms; ``p`` fitted for the classes of
@@ -740,7 +753,7 @@ class KernelModel:
         db = df["dtype_bytes"].to_numpy(np.float64) if "dtype_bytes" in df \
             else np.full(len(df), 4.0)
         out: dict[str, dict[str, Any]] = {}
-        for kc in pd.unique(kcs):
+        for kc in unique(kcs):
             sel = kcs == kc
             q = _fit_base(c[sel], m[sel], y[sel])
             if str(kc) in self.get_params()["overlap_classes"]:

@@ -35,10 +35,10 @@ import json
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from perfcast.errors import PerfcastError
 from perfcast.features.records import FeatureSet
+from perfcast.features.table import Table
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import Predictor
 
@@ -67,46 +67,91 @@ CORRECTION_FEATURES: tuple[str, ...] = (
 )
 
 
-def _threads(rows: pd.DataFrame, default: int) -> np.ndarray:
+def _number(v) -> float:
+    """``pandas.to_numeric(v, errors="coerce")`` of one value (NaN when it is none)."""
+    if v is None or isinstance(v, bool):
+        return float("nan") if v is None else float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _threads(rows, default: int) -> np.ndarray:
     if "threads" not in rows.columns:
         return np.full(len(rows), default, dtype=np.int64)
-    t = pd.to_numeric(rows["threads"], errors="coerce").fillna(default).to_numpy()
+    t = np.array([_number(v) for v in rows["threads"].tolist()], dtype=np.float64)
+    t = np.where(np.isnan(t), default, t)
     return np.maximum(1, t.astype(np.int64))
 
 
-def kernel_terms(fs: FeatureSet) -> tuple[pd.DataFrame, pd.DataFrame]:
+def group_sums(labels: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Per group ``0 … groups−1``, the sum of its ``values`` in row order with Kahan's
+    compensation (NaN skipped) — the arithmetic of ``pandas``' group-by sum, so the totals
+    are the same to the last bit without pandas."""
+    labels = np.asarray(labels, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(labels, kind="stable")
+    lab = labels[order]
+    sizes = np.bincount(lab, minlength=groups)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    pos = np.arange(len(lab)) - starts[lab]
+    pad = np.zeros((groups, int(sizes.max()) if len(sizes) and len(lab) else 0))
+    pad[lab, pos] = values[order]
+    total, comp = np.zeros(groups), np.zeros(groups)
+    for k in range(pad.shape[1]):
+        v = pad[:, k]
+        on = (k < sizes) & ~np.isnan(v)
+        y = v - comp
+        t = total + y
+        c = (t - total) - y
+        c = np.where(np.isnan(c), 0.0, c)  # an infinite value: no compensation (pandas #53606)
+        comp = np.where(on, c, comp)
+        total = np.where(on, t, total)
+    return total
+
+
+def kernel_terms(fs: FeatureSet) -> tuple[Table, Table]:
     """Per record: FLOPs (GFLOP), bytes (GB) and kernel count per (class, phase) — the
-    machine-free part of :data:`COLUMNS` — and the records without a kernel plan (NaN)."""
+    machine-free part of :data:`COLUMNS` — and the records without a kernel plan (NaN), as
+    light tables (:class:`~perfcast.features.table.Table`; no pandas)."""
     from perfcast.predictors.crossdevice import _kernel_frame, kernel_frame_work
 
     kf, missing = _kernel_frame(fs)
-    out = pd.DataFrame(index=np.arange(len(fs)))
+    n = len(fs)
+    out: dict[str, np.ndarray] = {}
     if len(kf):
-        kf["flops"], kf["bytes"] = kernel_frame_work(kf)
+        flops, moved = kernel_frame_work(kf)
         kc = kf["kernel_class"].astype(str).to_numpy().copy()
         if "kernel" in kf.columns:
             pointwise = (kc == "conv") & (kf["kernel"].to_numpy(float) == 1)
             kc[pointwise] = "conv1x1"
-        kf["cls"] = kc
-        kf["ph"] = np.where(kf["phase"].astype(str) == "forward", "forward", "backward")
-        agg = kf.groupby(["record", "cls", "ph"]).agg(flops=("flops", "sum"),
-                                                      bytes=("bytes", "sum"),
-                                                      n=("flops", "size"))
-        for (c, p), part in agg.groupby(level=["cls", "ph"]):
-            part = part.droplevel(["cls", "ph"])
-            out[f"{c}.{p}.gflop"] = part["flops"] / 1e9
-            out[f"{c}.{p}.gb"] = part["bytes"] / 1e9
-            out[f"{c}.{p}.n"] = part["n"]
+        ph = np.where(kf["phase"].astype(str).to_numpy() == "forward", "forward", "backward")
+        rec = kf["record"].to_numpy().astype(np.int64)
+        for c in CLASSES:
+            for p in PHASES:
+                sel = (kc == c) & (ph == p)
+                if not sel.any():
+                    continue
+                seen = np.bincount(rec[sel], minlength=n) > 0
+                for k, v in (("gflop", flops), ("gb", moved)):
+                    s = group_sums(rec[sel], v[sel], n) / 1e9
+                    out[f"{c}.{p}.{k}"] = np.where(seen, s, 0.0)
+                out[f"{c}.{p}.n"] = np.bincount(rec[sel], minlength=n).astype(np.float64)
+    cols = {}
     for c in CLASSES:
         for p in PHASES:
             for k in ("gflop", "gb", "n"):
                 col = f"{c}.{p}.{k}"
-                out[col] = out[col].fillna(0.0) if col in out else 0.0
-    out.loc[missing, :] = np.nan
-    return out, pd.DataFrame({"record": missing})
+                cols[col] = out[col] if col in out else np.zeros(n)
+                if missing:
+                    cols[col] = cols[col].astype(np.float64)
+                    cols[col][missing] = np.nan
+    return Table(cols, length=n), Table({"record": np.asarray(missing, dtype=np.int64)},
+                                        length=len(missing))
 
 
-def _gflop(terms: pd.DataFrame) -> np.ndarray:
+def _gflop(terms) -> np.ndarray:
     return terms[[f"{c}.{p}.gflop" for c in CLASSES for p in PHASES]].to_numpy(float).sum(axis=1)
 
 
@@ -180,6 +225,8 @@ class KernelSumPredictor(Predictor):
         from perfcast.predictors.opmodel import OpModel, frame_from_bench
 
         if getattr(self, "op_model_", None) is None:
+            import pandas as pd
+
             src = self.p("ops")
             if src == "local-dataset":
                 from perfcast.paths import local_datasets_dir
@@ -245,7 +292,7 @@ class KernelSumPredictor(Predictor):
                 passes = OPTIMIZER_PASSES.get(opt or "sgd-momentum", 2)
                 X[i, col["optimizer.memory"]] = passes * 3 * 4.0 * plan.params / (b * 1e9) * 1e3
         if frames:
-            nf = pd.concat(frames, ignore_index=True)
+            nf = Table.concat(frames)
             own = np.concatenate(owners)
             fwd, bwd = self._op_model().predict(nf)
             train = np.array([str(r.get("mode")) == "train" for r in recs])[own]
@@ -266,7 +313,7 @@ class KernelSumPredictor(Predictor):
                 _OP_TERMS[keys[i]] = X[i].copy()
         return X
 
-    def physics(self, fs: FeatureSet) -> tuple[np.ndarray, pd.DataFrame]:
+    def physics(self, fs: FeatureSet) -> tuple[np.ndarray, Table]:
         """``(X, terms)``: the physics matrix — :data:`COLUMNS` (ms at peak, ms at bandwidth,
         kernel counts, 1) or, with an operator model, :data:`OP_COLUMNS` — and the machine-free
         :func:`kernel_terms`."""
@@ -288,7 +335,7 @@ class KernelSumPredictor(Predictor):
         X[:, -1] = 1.0
         return X, terms
 
-    def correction_features(self, fs: FeatureSet, terms: pd.DataFrame) -> np.ndarray:
+    def correction_features(self, fs: FeatureSet, terms) -> np.ndarray:
         """The :data:`CORRECTION_FEATURES` matrix (nothing in it moves with the batch size
         except through per-sample normalisation)."""
         b = fs.rows["batch_size"].to_numpy(float)
@@ -353,7 +400,7 @@ class KernelSumPredictor(Predictor):
         X, terms = self.physics(data)
         return self._combine(X, terms, data)[:, None]
 
-    def _combine(self, X: np.ndarray, terms: pd.DataFrame, data: FeatureSet) -> np.ndarray:
+    def _combine(self, X: np.ndarray, terms, data: FeatureSet) -> np.ndarray:
         """ms per record from its physics matrix: the fitted sum, times the bounded correction."""
         out = X @ self.coef_
         if self.booster_ is not None:  # an xgboost.Booster or a numpy TreeEnsemble
@@ -380,11 +427,13 @@ class KernelSumPredictor(Predictor):
             out.append("; ".join(why))
         return out
 
-    def efficiencies(self) -> pd.DataFrame:
+    def efficiencies(self):
         """The fitted coefficients as physics: per (class, phase) the achieved fraction of the
         GEMM peak (``1 / a``) and of the bandwidth (``1 / b``) and the per-kernel cost (µs); with
         an operator model, the coefficient of each column (≈ 1: the operator model's time is
-        the whole model's)."""
+        the whole model's). A ``pandas.DataFrame``."""
+        import pandas as pd
+
         if self._uses_ops():
             return pd.DataFrame({"column": list(OP_COLUMNS), "coefficient": self.coef_})
         rows = []

@@ -23,6 +23,7 @@ class MemsimPredictor(Predictor):
     supported_targets = ("memory_mb",)
     learns = False
     uses_graphs = False
+    state_format = "numpy"  # no weights (no torch to answer)
 
     def _fit(self, train: FeatureSet, valid: FeatureSet | None, progress) -> None:
         for col in ("log1p_memsim_mb", "has_memsim"):

@@ -19,9 +19,9 @@ import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from perfcast.errors import PerfcastError
+from perfcast.features.table import Table, missing, unique
 from perfcast.ops import OP_GROUPS as GROUPS
 
 #: Numeric features of a node, in order.
@@ -66,28 +66,31 @@ def node_features(op: str, ins: list, outs: list, attrs: dict[str, Any], flops: 
             float(len(ins)), math.log1p(M), math.log1p(N), math.log1p(K)]
 
 
-def node_frame(nodes, gflops: float, gbs: float) -> pd.DataFrame:
-    """Feature frame of ``nodes`` (``(op, ins, outs, attrs, flops, …)`` tuples) with ``op``,
-    ``group`` (``None``: no operator model — views, data-dependent ops) and ``work_ms``."""
+def node_frame(nodes, gflops: float, gbs: float) -> Table:
+    """Feature table of ``nodes`` (``(op, ins, outs, attrs, flops, …)`` tuples) with ``op``,
+    ``group`` (``None``: no operator model — views, data-dependent ops) and ``work_ms`` (a
+    light :class:`~perfcast.features.table.Table`: no pandas to answer)."""
     rows, ops = [], []
     for n in nodes:
         op, ins, outs, attrs, flops = n[:5]
         rows.append(node_features(op, ins, outs, attrs, flops, gflops, gbs))
         ops.append(op)
-    df = pd.DataFrame(rows, columns=list(FEATURES)) if rows else \
-        pd.DataFrame(columns=list(FEATURES), dtype=float)
+    X = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
+    df = Table({f: X[:, j] for j, f in enumerate(FEATURES)}, length=len(rows))
     df["op"] = ops
     df["group"] = [GROUPS.get(o) for o in ops]
-    df["work_ms"] = np.exp(df["log_work_ms"].to_numpy(float)) if len(df) else []
+    df["work_ms"] = np.exp(df["log_work_ms"].to_numpy(float))
     return df
 
 
-def frame_from_bench(bench: pd.DataFrame, gflops: float, gbs: float) -> pd.DataFrame:
+def frame_from_bench(bench, gflops: float, gbs: float):
     """:func:`node_frame` of an operator-benchmark CSV (``op, in_shapes, out_shapes, attrs,
-    flops, fwd_ms, bwd_ms``)."""
+    flops, fwd_ms, bwd_ms``) as a ``pandas.DataFrame`` (what :meth:`OpModel.fit` reads)."""
+    import pandas as pd
+
     nodes = [(r.op, json.loads(r.in_shapes), json.loads(r.out_shapes), json.loads(r.attrs),
               float(r.flops)) for r in bench.itertuples()]
-    out = node_frame(nodes, gflops, gbs)
+    out = node_frame(nodes, gflops, gbs).to_pandas()
     out["fwd_ms"] = bench["fwd_ms"].to_numpy(float)
     out["bwd_ms"] = pd.to_numeric(bench.get("bwd_ms"), errors="coerce").to_numpy(float) \
         if "bwd_ms" in bench else np.nan
@@ -101,7 +104,7 @@ class OpModel:
     def __init__(self, rounds: int = 200, depth: int = 5) -> None:
         self.rounds, self.depth = rounds, depth
 
-    def fit(self, frame: pd.DataFrame) -> OpModel:
+    def fit(self, frame) -> OpModel:
         import xgboost as xgb
 
         self.boosters_: dict[tuple[str, str], Any] = {}
@@ -122,12 +125,13 @@ class OpModel:
             raise PerfcastError("operator model: no op group with ≥ 5 measured nodes")
         return self
 
-    def predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """``(fwd_ms, bwd_ms)`` per row; NaN for groups without a model."""
+    def predict(self, frame) -> tuple[np.ndarray, np.ndarray]:
+        """``(fwd_ms, bwd_ms)`` per row of a :func:`node_frame` table (or frame); NaN for
+        groups without a model."""
         fwd, bwd = np.full(len(frame), np.nan), np.full(len(frame), np.nan)
         groups = frame["group"].to_numpy()
         work = frame["work_ms"].to_numpy(float)
-        for g in pd.unique(groups[pd.notna(groups)]):
+        for g in unique(groups[~missing(groups)]):
             idx = np.flatnonzero(groups == g)
             X = frame.iloc[idx][list(FEATURES)].to_numpy(float)
             for target, out in (("fwd", fwd), ("bwd", bwd)):

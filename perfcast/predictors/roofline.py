@@ -87,11 +87,12 @@ class GraphCost:
 
     @classmethod
     def of(cls, graph_data, summary=None) -> GraphCost:
-        """From a learning graph's PyG ``Data`` (:func:`perfcast.features.records.graph_data`)."""
-        return cls._of(graph_data.op_flops.detach().cpu().numpy(),
-                       graph_data.op_bytes.detach().cpu().numpy(),
-                       graph_data.op_index.detach().cpu().numpy(),
-                       graph_data.x.detach().cpu().numpy(),
+        """From a learning graph's PyG ``Data`` (:func:`perfcast.features.records.graph_data`)
+        or its numpy :class:`~perfcast.features.records.GraphArrays`."""
+        from perfcast.features.records import as_numpy
+
+        return cls._of(as_numpy(graph_data.op_flops), as_numpy(graph_data.op_bytes),
+                       as_numpy(graph_data.op_index), as_numpy(graph_data.x),
                        getattr(graph_data, "ref_batch", None), summary)
 
     @classmethod
@@ -295,6 +296,7 @@ class RooflinePredictor(Predictor):
     supported_targets = ("time_ms",)
     learns = False
     extrapolates = True
+    state_format = "numpy"  # no weights; numpy arithmetic (no torch to answer)
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:

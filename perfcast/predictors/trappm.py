@@ -43,7 +43,7 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import FeatureScaler
-from perfcast.features.records import FeatureSet
+from perfcast.features.records import FeatureSet, as_numpy
 from perfcast.predictors.gnn import GNNRegressor, _Graphs, _make_net, _node_stats
 
 
@@ -118,8 +118,8 @@ class TraPPM(GNNRegressor):
         for b in range(0, len(todo), chunk):
             ids = todo[b:b + chunk]
             for g in ids:  # raw x; message-passing edges in both directions, as in pre-training
-                graphs.x[g] = fs.graphs[g].x.float()
-                graphs.ei[g] = message_edges(fs.graphs[g].edge_index.long())
+                graphs.x[g] = torch.as_tensor(fs.graphs[g].x).float()
+                graphs.ei[g] = message_edges(torch.as_tensor(fs.graphs[g].edge_index).long())
             x, ei, batch = graphs.collate(ids)
             emb = self.encoder_.embed(x, ei, batch, len(ids))
             for j, g in enumerate(ids):
@@ -138,6 +138,30 @@ class TraPPM(GNNRegressor):
         emb = torch.from_numpy(self.emb_scaler_.transform(self._record_embeddings(fs)))
         out["static"] = torch.cat([emb, out["static"]], dim=1)
         return out
+
+    def _numpy_static(self, data: FeatureSet) -> np.ndarray:
+        """The head's extra inputs in numpy: the standardised frozen-encoder embedding of each
+        record's graph (:meth:`~perfcast.predictors.encoder.PretrainedEncoder.embed_numpy`)
+        before its standardised static vector — what :meth:`_tensors` gives the torch
+        network."""
+        from perfcast.predictors.base import numpy_threads
+        from perfcast.predictors.numpy_gnn import message_edges
+
+        uniq, inv = np.unique(np.asarray(data.graph_index), return_inverse=True)
+        if not len(uniq):
+            emb = np.zeros((0, self.encoder_.dim), np.float32)
+        else:
+            with numpy_threads():
+                per = [self.encoder_.embed_numpy(
+                    as_numpy(data.graphs[g].x), message_edges(as_numpy(data.graphs[g].edge_index)))
+                    for g in uniq.tolist()]
+            per = np.stack(per)
+            emb = per[inv.reshape(-1)]
+        return np.concatenate([self.emb_scaler_.transform(emb),
+                               self.static_scaler_.transform(data.static)], axis=1)
+
+    def _head_in_extra(self) -> int:
+        return int(self.encoder_.dim)
 
     def _build(self, dropout: float = 0.0):
         a = self.arch_
@@ -162,7 +186,8 @@ class TraPPM(GNNRegressor):
             raise PerfcastError(f"{self.name}: saved predictor is incomplete (missing {missing}); "
                                 f"retrain it")
         self.encoder_ = PretrainedEncoder.from_tensors(tensors, dict(state["encoder"]))
-        self.emb_scaler_ = FeatureScaler(tensors["emb_mean"].numpy(), tensors["emb_std"].numpy())
+        self.emb_scaler_ = FeatureScaler(as_numpy(tensors["emb_mean"]),
+                                         as_numpy(tensors["emb_std"]))
         super()._set_state(tensors, state)
 
 
