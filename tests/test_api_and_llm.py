@@ -57,10 +57,11 @@ def test_predict_answers_every_mode_as_the_command_does(capsys):
                  "--tensor-parallel", "2", "--engine", "vllm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(p.to_dict()))
     assert p.engine == "vllm" and p.tensor_parallel == 2 and p.precision == "fp16"
-    with pytest.raises(PerfcastError, match="do not apply to --mode generate"):
+    with pytest.raises(PerfcastError, match="does not apply to --mode generate"):
         perfcast.predict("hf:meta-llama/Llama-2-7b-hf", predictor="xgboost", **kw)
     with pytest.raises(PerfcastError, match="--mode generate needs --output-len"):
         perfcast.predict("hf:meta-llama/Llama-2-7b-hf", device="h100-sxm", mode="generate",
                          input_len=8)
+    # every decision takes every mode, with the same request (rank --mode generate too)
     assert main(["rank", "hf:gpt2", "--mode", "generate"]) == 2
-    assert "perfcast predict, fit, cost and plan --mode generate" in capsys.readouterr().err
+    assert "--mode generate needs --input-len" in capsys.readouterr().err

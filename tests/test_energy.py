@@ -299,7 +299,7 @@ def test_energy_low_bound_is_at_least_idle_power_times_the_time_floor(monkeypatc
 
     toy = U.Calibration.build("energy_j", np.full(200, -20.0))
     real = U.find_calibration
-    monkeypatch.setattr(U, "find_calibration",
+    monkeypatch.setattr("perfcast.uncertainty.attach.find_calibration",
                         lambda mid, key: toy if key == "energy_j" else real(mid, key))
     p = perfcast.predict("timm:resnet18", device="a40", mode="train", batch_size=64)
     idle = E.power_bounds(get_device("a40"))[0]

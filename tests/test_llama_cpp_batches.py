@@ -97,7 +97,7 @@ def test_bad_llama_batches_are_one_line_errors(extra, needle, capsys):
 def test_llama_batches_outside_generate_are_refused(capsys):
     rc = main(["predict", "timm:resnet10t", "--device", "rtx4090", "--n-batch", "64"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and "--n-batch apply to --mode generate only" in err
+    assert rc == 2 and "--n-batch does not apply to --mode infer" in err
     assert len(err.splitlines()) == 1
 
 

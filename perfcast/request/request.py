@@ -213,7 +213,7 @@ def _check_value(f: Field, v: Any, command: str | None = None) -> None:
     if f.kind == "int":
         if isinstance(v, bool) or not isinstance(v, int):
             raise PerfcastError(f"{flag} must be an integer, got {v!r}")
-        if abs(v) > MAX_SIZE:
+        if abs(v) > MAX_SIZE and f.group != "decision":  # a size; a job's counts may be more
             raise PerfcastError(f"{flag} must be ≤ {MAX_SIZE:,}, got {v:,}")
     elif f.kind == "float":
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):

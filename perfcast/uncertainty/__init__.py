@@ -1,4 +1,4 @@
-"""How sure a prediction is: calibrated intervals (split conformal in log space, Mondrian by OOD-score bucket: :mod:`~perfcast.uncertainty.conformal`), an out-of-distribution score (:mod:`~perfcast.uncertainty.ood`) and the annotation of a prediction with both (:mod:`~perfcast.uncertainty.annotate`). The method and its held-out figures: the docs' intervals page and ``reports/uncertainty/``."""
+"""How sure a prediction is: calibrated intervals (split conformal in log space, Mondrian by OOD-score bucket: :mod:`~perfcast.uncertainty.conformal`), an out-of-distribution score (:mod:`~perfcast.uncertainty.ood`) and the annotation of a prediction with both (:mod:`~perfcast.uncertainty.attach`). The method and its held-out figures: the docs' intervals page and ``reports/uncertainty/``."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from perfcast.uncertainty.conformal import (  # noqa: F401
     interval,
     write_calibrations,
 )
-from perfcast.uncertainty.annotate import (  # noqa: F401
+from perfcast.uncertainty.attach import (  # noqa: F401
     SIMULATION_GPU,
     _ceiling,
     _floor,
