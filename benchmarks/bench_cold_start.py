@@ -19,7 +19,7 @@ memory simulation), then the same command again in the same cache, and the bare 
 ``python -c "import torch, timm, pandas"`` in the same loop.
 
 The subprocesses run without ``PYTHONDONTWRITEBYTECODE`` (a user's Python keeps its bytecode
-caches; a sandbox that sets it compiles every perfcast module again in every process, ≈ 0.1 s);
+caches; a sandbox that sets it compiles every perfcast module again in every process);
 the priming run writes them. The OS page cache is warm (dropping it needs root).
 """
 

@@ -208,7 +208,7 @@ class GraphArrays:
     ``[nodes, len(NODE_FEATURES)]`` float32, ``edge_index`` ``[2, edges]`` int64,
     ``edge_attr`` ``[edges, len(EDGE_FEATURES)]`` float32, ``op_flops`` / ``op_bytes`` per node
     (float64, at ``ref_batch``) and ``op_index`` (int64). Computed from the cached
-    :class:`~perfcast.graph.ModelGraph` (≈ 1 ms for ResNet-50's 175 nodes)."""
+    :class:`~perfcast.graph.ModelGraph` (a pass over its nodes; nothing else is cached)."""
 
     x: np.ndarray
     edge_index: np.ndarray

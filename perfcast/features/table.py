@@ -1,8 +1,8 @@
 """A light column table for the prediction path: numpy columns, no pandas.
 
 A cached prediction builds a handful of records (one per batch of :data:`perfcast.routing.
-BATCH_GRID`) and the kernels of their plans; pandas costs ≈ 0.2 s to import and more than the
-arithmetic to build its frames. :class:`Table` holds equal-length numpy arrays by name and
+BATCH_GRID`) and the kernels of their plans; importing pandas and building its frames cost more
+than the arithmetic (``benchmarks/bench_cold_start.py``). :class:`Table` holds equal-length numpy arrays by name and
 answers the part of ``pandas.DataFrame``'s interface the prediction code reads, **with the same
 meaning**, so one function serves a pandas frame (training and evaluation, which keep pandas)
 and a table (answering):

@@ -67,10 +67,10 @@ _blas_users: list = [0, None]  # predictions running, the limiter that restores 
 @contextlib.contextmanager
 def numpy_threads():
     """numpy's BLAS at :data:`INFERENCE_THREADS` threads while a GNN answers in numpy — what
-    :func:`inference_threads` is for torch: a GNN's small matrix products on a busy machine
-    took 4–12 ms each with OpenBLAS's two threads and 0.04 ms with one (first user in sets it,
-    last one out restores it). The products are split across threads by output block, so the
-    answers are the same. Without ``threadpoolctl`` installed, nothing changes."""
+    :func:`inference_threads` is for torch: on a busy machine OpenBLAS's second thread makes a
+    GNN's small matrix products wait rather than run (first user in sets it, last one out
+    restores it). The products are split across threads by output block, so the answers are
+    the same. Without ``threadpoolctl`` installed, nothing changes."""
     with _blas_lock:
         if _blas_users[0] == 0:
             try:
