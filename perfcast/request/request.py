@@ -139,7 +139,7 @@ class Request:
         if model is not None:
             wk = {k: values[k] for k in WORKLOAD_FIELDS if k in values}
             if "precision" not in given:
-                wk["precision"] = None if mode != "generate" else "fp16"
+                wk["precision"] = None  # the device's measured one; generate: the engine's
             if command == "plan" and "pipeline_parallel" not in given:
                 # plan searches what the layout leaves unset: a schedule is checked against
                 # the pipeline stages each candidate has, not the request's default of one
