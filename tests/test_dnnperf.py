@@ -194,7 +194,10 @@ def test_predict_with_the_shipped_dnnperf(predict_json):
     """Acceptance: `perfcast predict … --predictor dnnperf` answers with the shipped DNNPerf
     model (RTX 3090 training time) and says so where none exists (A100 training memory: not
     shipped, xgboost is better there — reports/dnnperf/README.md)."""
-    d = predict_json("--device", "rtx3090", "--mode", "train", "--predictor", "dnnperf")
+    # a request inside the support of its RTX 3090 training records (batch 256 at 224 px):
+    # outside it the physics base answers (issue #38)
+    d = predict_json("--device", "rtx3090", "--mode", "train", "--predictor", "dnnperf",
+                     "--input-size", "3,224,224", "--batch-size", "256")
     assert d["predictor"]["time_ms"] == "dnnperf" and d["time_ms"] > 0
     # where none is shipped: through the API (the command's path was run above)
     import perfcast

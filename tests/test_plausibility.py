@@ -141,7 +141,8 @@ def check_request(r: dict, p) -> None:
     # a raised answer says so, in the notes of its target
     for target in ("time_ms", "memory_mb"):
         ans = p.route.answers[target]
-        said = [n for n in ans.notes if "raised" in n or "extrapolated as" in n or "capped" in n]
+        said = [n for n in ans.notes if any(k in n for k in (
+            "raised", "extrapolated as", "capped", "by the batch rule", "learned from"))]
         assert len(said) >= len(ans.bounds), (target, ans.bounds, ans.notes)
     d = p.to_dict()
     assert d["fits"] == p.fits and d["capacity_mb"] == p.capacity_mb

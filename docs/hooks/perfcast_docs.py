@@ -256,7 +256,7 @@ def cli_reference() -> str:
 # ------------------------------------------------------------------------------ devices
 def device_schema() -> str:
     from perfcast.devices import get_device
-    from perfcast.devices import registry as R
+    from perfcast.devices import schema as R
 
     units = {**R._POSITIVE_NUMBERS, **R._POSITIVE_INTS}
     required = {f.name: ", ".join(k for k, names in R.REQUIRED_FIELDS.items() if f.name in names)
