@@ -196,7 +196,7 @@ CLI_REQUESTS: list[tuple[str, list[str]]] = [
     ("cli-refuse-cost-gen-no-requests", ["cost", LLAMA, "--device", "a100-40gb",
                                          "--input-len", "16", "--output-len", "16", *_GEN]),
 ]
-# (id, keywords of perfcast.ui.Request): the web page's handler
+# (id, keywords of perfcast.faces.ui.Request): the web page's handler
 UI_REQUESTS: list[tuple[str, dict]] = [
     ("ui-gen-llama2", dict(model=LLAMA, mode="generate", input_len=256, output_len=64,
                            batch_size=4, devices=["a100-40gb", "h100-sxm"], iterations=100)),
@@ -355,7 +355,7 @@ def _run_cli(argv: list[str]) -> dict:
     import contextlib
     import io
 
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     so, se = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
@@ -373,7 +373,7 @@ def _run_ui(kw: dict) -> dict:
     """The web page's handler: its status line and the predictions it shows."""
     import re
 
-    from perfcast.ui import Request, run_request
+    from perfcast.faces.ui import Request, run_request
 
     r = run_request(Request(**kw))
     status = re.sub(r'data-serial="\d+"', 'data-serial="N"', r.status)

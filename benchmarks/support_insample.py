@@ -6,7 +6,7 @@ For a deterministic sample of the records of every shipped per-device GPU time m
 the RTX 3090 / 4090, torchvision on the TITAN RTX), the MAPE of ``perfcast.predict`` (the
 routed answer: the learned model's residual over the physics base read at its home batch and
 carried along the base's batch scaling, then the batch rule) beside the learned model's own
-answer on the same record (``routing._Request.grid`` at the record's batch, no routing). These
+answer on the same record (``perfcast.routing.request._Request.grid`` at the record's batch, no routing). These
 are in-sample records: both numbers are optimistic; the difference is what the support rule
 costs where the learned model is at its best.
 """

@@ -24,7 +24,7 @@ Each room imports only rooms below it (``scripts/check_layers.py``).
 from perfcast._version import __version__
 
 #: Public names → the module defining them, imported on first use (PEP 562), so that
-#: ``import perfcast.cli`` stays light: the command line installs its signal handlers before
+#: ``import perfcast.faces.cli`` stays light: the command line installs its signal handlers before
 #: torch and the predictors load (a Ctrl-C during start-up is then one line, not a traceback).
 _LAZY = {
     "Prediction": "perfcast.api", "load_graph": "perfcast.api", "predict": "perfcast.api",

@@ -14,7 +14,7 @@ def entry() -> None:
         # would be lost (the command would run on and exit 0)
         import numpy  # noqa: F401
 
-        from perfcast.cli import main
+        from perfcast.faces.cli import main
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)

@@ -9,7 +9,7 @@ source (``ast``), and so is every string naming one (what ``importlib`` would im
 1. **Ranks.** A room may import rooms below it (lower rank) and itself, never above: that is
    what lets a later issue add a predictor, a frontend or a decision without cycles. The ranks
    are the one flow **workload → zoo → frontends → cache → features / memory → predictors →
-   shipped → routing → request → api → decisions → faces (report, ui, serve, cli)**.
+   shipped → routing → request → api → decisions → faces (cli, serve, ui, report: one room)**.
 2. **Two stacks.** The *runtime* — everything a prediction touches, from the request to the
    estimate, the decisions and the faces — never imports the *research* stack
    (:data:`RESEARCH`: the measurement store's writers, the datasets, the profiler, the labeled
@@ -18,7 +18,7 @@ source (``ast``), and so is every string naming one (what ``importlib`` would im
    research stack writes them. The one bridge is the research *faces*
    (:data:`RESEARCH_FACES`: the commands ``perfcast train``, ``evaluate``, ``collect`` …): only
    the CLI's command registration imports them, and they import research rooms only inside
-   their command functions — so ``import perfcast.cli`` and every prediction load nothing of the
+   their command functions — so ``import perfcast.faces.cli`` and every prediction load nothing of the
    research stack.
 """
 
@@ -69,9 +69,6 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("api", "perfcast.predict / load_graph"),
     ("query", "measured (a measurement store) before predicted: perfcast query"),
     ("decisions", "MIG, fit, cost, rank"),
-    ("report", "perfcast report: roofline, operators, phases, memory timeline, decisions as HTML"),
-    ("ui", "perfcast ui: the Gradio web page over api, decisions and report"),
-    ("serve", "perfcast serve: the HTTP JSON API over api and decisions"),
     ("pretrain", "graph-encoder pre-training (TraPPM): corpus, pretext tasks, checkpoints"),
     ("store", "measurement store (schema, writers, queue, locks), graph corpus builder"),
     ("datasets", "public and local measurement loaders"),
@@ -79,7 +76,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("labeled", "labeled records → graph store → feature sets"),
     ("evaluation", "tasks, splits, metrics, reports"),
     ("training", "recipes, fine-tuning, calibration: what builds the shipped models"),
-    ("cli", "the perfcast command"),
+    ("faces", "what users talk to: the perfcast command (cli), the HTTP JSON API (serve), the "
+              "web page (ui), the HTML report (report)"),
     ("__init__", "the package's public names"),
     ("__main__", "python -m perfcast"),
 )
@@ -90,12 +88,12 @@ RESEARCH: tuple[str, ...] = ("pretrain", "store", "datasets", "profiler", "label
 #: Research faces: modules of a runtime room that are research commands. Only
 #: :data:`FACE_REGISTRY` imports them; they import research rooms inside functions only.
 RESEARCH_FACES: dict[str, str] = {
-    "perfcast.cli.data": "perfcast collect, corpus, calibrate, query --measure-missing (and "
+    "perfcast.faces.cli.data": "perfcast collect, corpus, calibrate, query --measure-missing (and "
                          "inspect, query: runtime commands registered beside them)",
-    "perfcast.cli.research": "perfcast train, evaluate, pretrain",
+    "perfcast.faces.cli.research": "perfcast train, evaluate, pretrain",
 }
 #: The module that registers the CLI's commands (the research faces among them).
-FACE_REGISTRY = "perfcast.cli"
+FACE_REGISTRY = "perfcast.faces.cli"
 
 
 def stack_of(module: str) -> str:

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/check_test_tiers.py /tmp/tier.json
 
 The report is written by ``tests/tier_report.py`` at the end of the run: every ``perfcast``
-command the tests ran (in-process through ``perfcast.cli.main`` or as a subprocess) and every
+command the tests ran (in-process through ``perfcast.faces.cli.main`` or as a subprocess) and every
 ``perfcast`` module loaded in the test process. This script lists the commands of the CLI (the
 typer app, sub-commands included) and the rooms (packages under ``perfcast/``), and exits 1
 naming any the run did not touch. ``.ci/run`` runs it after the fast tier.
@@ -23,7 +23,7 @@ def cli_commands() -> list[tuple[str, ...]]:
     """Every command path of ``perfcast`` (``("devices", "add")`` …)."""
     import typer.main
 
-    from perfcast.cli import app
+    from perfcast.faces.cli import app
 
     out: list[tuple[str, ...]] = []
 

@@ -76,7 +76,7 @@ def parse_command(line: str) -> None:
 
     import typer.main
 
-    from perfcast.cli import _fill_optional_values, app
+    from perfcast.faces.cli import _fill_optional_values, app
 
     argv = _fill_optional_values(shlex.split(line))
     assert argv[0] == "perfcast", line

@@ -47,7 +47,7 @@ def test_predict_answers_every_mode_as_the_command_does(capsys):
     import json
 
     import perfcast
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     kw = dict(device="h100-sxm", mode="generate", input_len=256, output_len=32, batch_size=4,
               tensor_parallel=2, engine="vllm")

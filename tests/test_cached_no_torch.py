@@ -4,7 +4,7 @@ answered by the GraphSAGE ``dippm``), a GPU without (the H100, ``crossdevice``'s
 composition), ``--mode generate`` (the LLM models) and this CPU (``kernelsum``).
 
 The graphs and the memory simulation are put into the session's cache first (in this process);
-a new process then runs the four commands through :func:`perfcast.cli.main` and reports which
+a new process then runs the four commands through :func:`perfcast.faces.cli.main` and reports which
 of the heavy packages each one imported.
 """
 
@@ -27,7 +27,7 @@ COMMANDS = {
 
 PROBE = """
 import contextlib, io, json, sys
-from perfcast.cli import main
+from perfcast.faces.cli import main
 commands, heavy = json.loads(sys.argv[1]), %r
 out = {}
 for name, argv in commands.items():
@@ -44,7 +44,7 @@ print(json.dumps(out))
 
 
 def test_cached_predictions_import_no_torch_pyg_or_pandas():
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     for argv in COMMANDS.values():  # graphs and simulations into the session's cache
         assert main([*argv, "--json"]) == 0

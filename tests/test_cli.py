@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "perfcast.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "perfcast.faces.cli", *args], capture_output=True,
                           text=True, env=ENV, timeout=300)
 
 

@@ -11,8 +11,8 @@ import shlex
 import pytest
 import typer.main
 
-from perfcast.cli import _fill_optional_values, app, main
-from perfcast.cli._common import choices
+from perfcast.faces.cli import _fill_optional_values, app, main
+from perfcast.faces.cli._common import choices
 from perfcast.workload import (
     ENGINES,
     GENERATE_PRECISIONS,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.errors import PerfcastError
 from perfcast.profiler.collect import CollectSettings, Sweep, collect, load_spec
 from perfcast.store import MeasureConfig, Measurement, MeasurementStore

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.graph import ModelGraph
 
 

@@ -158,7 +158,7 @@ def test_calibrate_budget_too_small_keeps_what_it_measured(tmp_path, monkeypatch
     """The fast tier's `perfcast calibrate` (the whole run is the slow test below): the machine
     profile is measured and kept; a budget too small for three models is a one-line exit 2
     that says where the measurements are; bad input is exit 2 before any work."""
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     monkeypatch.setenv("PERFCAST_USER_MODELS", str(tmp_path / "models"))
     args = ["calibrate", "--device", "cpu", "--models", " ".join(TINY[:3]), "--batch-sizes",

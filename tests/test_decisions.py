@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import perfcast
-from perfcast.cli import app
+from perfcast.faces.cli import app
 from perfcast.decisions.mig import choose_profile, mig_profiles, recommend_mig
 from perfcast.errors import PerfcastError
 
@@ -157,7 +157,7 @@ def test_decision_cli_json_and_errors(tmp_path):
     assert res.exit_code == 0, res.output and png.exists()
     assert "a100-40gb" in res.output
     # bad input: one line, exit code 2
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     assert main(["mig", "--device", "rtx4090", "--memory-mb", "100"]) == 2
     assert main(["fit", TINY, "--device", "a100-40gb", "--margin", "-1"]) == 2

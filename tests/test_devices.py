@@ -534,7 +534,7 @@ def test_paths_user_devices_dir(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- the CLI
 def _main(args, capsys):
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     code = main(args)
     cap = capsys.readouterr()

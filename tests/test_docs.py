@@ -63,7 +63,7 @@ def test_the_site_builds_strict_with_generated_reference(tmp_path):
     cli = (site / "reference" / "cli" / "index.html").read_text()
     import typer.main
 
-    from perfcast.cli import app
+    from perfcast.faces.cli import app
     from perfcast.workload import GENERATE_PRECISIONS
 
     root = typer.main.get_command(app)

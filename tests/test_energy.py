@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from perfcast import energy as E
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.devices import get_device
 from perfcast.errors import PerfcastError
 from perfcast.shipped import artefact_path, load_shipped

@@ -401,7 +401,7 @@ def test_interrupt_leaves_previous_report(tiny_feature_set, tmp_path):
     (["evaluate", "--task", "a", "--split", "random", "--seeds", "x"], "bad list"),
 ])
 def test_cli_errors_one_line(args, needle, capsys):
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     code = main(args)
     err = capsys.readouterr().err.strip()
@@ -411,7 +411,7 @@ def test_cli_errors_one_line(args, needle, capsys):
 
 
 def test_cli_json_end_to_end(tiny_feature_set, tmp_path, monkeypatch, capsys):
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
     from perfcast.evaluation.tasks import Task, TaskData
 
     # task d's records, served from the tiny feature set (no graph building in a unit test)
@@ -439,7 +439,7 @@ def test_cli_json_end_to_end(tiny_feature_set, tmp_path, monkeypatch, capsys):
 
 def test_cli_interrupt_exit_130(monkeypatch, capsys):
     import perfcast.evaluation
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     def interrupted(*a, **kw):
         raise KeyboardInterrupt

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.errors import ModelSpecError, PerfcastError
 from perfcast.workload import ModelSpec, Workload, file_kind
 

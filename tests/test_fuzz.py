@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from tests.helpers import cnn_graph, save_onnx
 
 pytestmark = pytest.mark.slow

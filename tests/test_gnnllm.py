@@ -175,7 +175,7 @@ def test_recipe_cli(corpus, tmp_path):
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PERFCAST_CACHE_DIR": str(tmp_path / "cache")}
     out = tmp_path / "ckpt"
-    r = subprocess.run([sys.executable, "-m", "perfcast.cli", "train", "--recipe", "gnnllm",
+    r = subprocess.run([sys.executable, "-m", "perfcast.faces.cli", "train", "--recipe", "gnnllm",
                         "--corpus", str(corpus), "--out", str(out), "--workers", "1", "--json"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -183,7 +183,7 @@ def test_recipe_cli(corpus, tmp_path):
     assert d["graphs"] == 3 and d["stage1_seconds"] > 0 and d["stage2_seconds"] > 0
     meta, _ = G.read_stage2(out)
     assert meta["stage1"]["corpus"] == str(corpus)
-    r = subprocess.run([sys.executable, "-m", "perfcast.cli", "train", "--corpus", str(corpus)],
+    r = subprocess.run([sys.executable, "-m", "perfcast.faces.cli", "train", "--corpus", str(corpus)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--recipe gnnllm" in r.stderr
 

@@ -418,7 +418,7 @@ def _tiny_gpt2(tmp_path, **changes) -> str:
 
 
 def _inspect(spec: str, capsys, *extra: str) -> tuple[int, str]:
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     rc = main(["inspect", spec, "--json", "--seq-len", "8", *extra])
     return rc, capsys.readouterr().err.strip()

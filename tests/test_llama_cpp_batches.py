@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 
 LLAMA3 = "hf:meta-llama/Meta-Llama-3-8B"
 #: the issue's request: one Llama-3-8B Q4_K_M request of 1,024 prompt tokens on an RTX 4090
@@ -108,7 +108,7 @@ def test_cli_api_and_http_give_the_same_llama_batches(capsys):
     import perfcast
     from fastapi.testclient import TestClient
 
-    from perfcast.serve import create_app
+    from perfcast.faces.serve import create_app
 
     cli = _json(capsys, *ONE, "--batch-size", "2", "--n-batch", "256", "--n-ubatch", "128")
     api = perfcast.predict(LLAMA3, batch_size=2, n_batch=256, n_ubatch=128, **KW).to_dict()
@@ -176,7 +176,7 @@ def test_llm_inference_bench_llama_cpp_batch_size_is_n_batch():
 def test_the_page_takes_the_engine_and_llama_batches():
     """perfcast ui: the engine and llama.cpp's n_batch / n_ubatch boxes reach the request; the
     same refusals as the command, one line in the status box."""
-    from perfcast.ui import Request, run_request
+    from perfcast.faces.ui import Request, run_request
 
     base = dict(model=LLAMA3, mode="generate", devices=["rtx4090"], input_len=1024,
                 output_len=1)

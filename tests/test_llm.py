@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 
 
 def _arch(config, params=7_000_000_000, experts=0, emb=0):

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 
 LLAMA7 = "hf:meta-llama/Llama-2-7b-hf"
 ACCEPT_PREDICT = ["predict", LLAMA7, "--mode", "generate", "--framework", "llama.cpp",

@@ -10,7 +10,7 @@ import json
 import pytest
 
 import perfcast
-from perfcast.cli import main
+from perfcast.faces.cli import main
 
 pytest.importorskip("fastapi")
 
@@ -43,7 +43,7 @@ def _argv(model: str, options: dict) -> list[str]:
 def client():
     from fastapi.testclient import TestClient
 
-    from perfcast.serve import create_app
+    from perfcast.faces.serve import create_app
 
     return TestClient(create_app(warm=False))
 

@@ -512,7 +512,7 @@ def test_non_utf8_name_is_a_damaged_file(tmp_path: Path, capsys) -> None:
     they are not valid UTF-8; a flipped byte in a node's name or input reached the graph and
     failed writing its cache entry (``internal error: TypeError: Object of type bytes is not
     JSON serializable``, exit 1). Now the load names the field, exit 2."""
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     raw = _save(_cnn_graph(), tmp_path / "ok.onnx").read_bytes()
     assert raw.count(b"pool") == 1  # the MaxPool node's name (op types spell "Pool")

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.errors import PerfcastError
 
 TINY = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_head": 4,
@@ -187,7 +187,7 @@ def test_workload_layout_field():
 def test_flash_attention_help_lists_its_values():
     import typer.main
 
-    from perfcast.cli import app
+    from perfcast.faces.cli import app
     from perfcast.workload import FLASH_ATTENTION
 
     cmds = typer.main.get_command(app).commands

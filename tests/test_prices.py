@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.decisions import prices as P
 from perfcast.decisions.cost import estimate_cost
 from perfcast.devices import device_keys, device_origin, get_device, list_devices

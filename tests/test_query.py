@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.store import Measurement, MeasureConfig, MeasurementStore
 
 TINY = "tests.models_for_tests:tiny_cnn"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.store import MeasurementStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -69,7 +69,7 @@ def test_every_readme_command_parses():
 def test_cheap_readme_commands_run(command, capsys, monkeypatch):
     import shlex
 
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     monkeypatch.chdir(ROOT)
     assert main(shlex.split(command)[1:]) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from tests.helpers import ctrl_c_as_usual
 from tests.reliability_cases import CASES, strict_json
 
@@ -74,7 +74,7 @@ def test_every_json_command_is_covered():
     """A new command with ``--json`` needs its row above (or is one of the costly ones)."""
     from typer.main import get_command
 
-    from perfcast.cli import app
+    from perfcast.faces.cli import app
 
     # (serve: a server — its JSON is the commands', checked in tests/test_serve.py)
     costly = {"collect", "corpus", "evaluate", "pretrain", "calibrate", "serve"}
@@ -92,7 +92,7 @@ def test_every_json_command_is_covered():
 def test_cli_prints_json_one_way():
     """Every CLI module prints JSON through ``_common.print_json`` (strict); none calls
     ``json.dumps`` / ``print_json`` of rich on its own."""
-    cli = Path(__import__("perfcast.cli", fromlist=["x"]).__file__).parent
+    cli = Path(__import__("perfcast.faces.cli", fromlist=["x"]).__file__).parent
     for f in cli.glob("*.py"):
         if f.name == "_common.py":
             continue
@@ -106,7 +106,7 @@ def test_cli_prints_json_one_way():
 
 
 def test_strict_json_nested_nan():
-    from perfcast.cli._common import strict_json as dump
+    from perfcast.faces.cli._common import strict_json as dump
 
     d = json.loads(dump({"a": [1.0, float("nan")], "b": {"c": float("-inf")}, "notes": []}))
     assert d["a"] == [1.0, None] and d["b"]["c"] is None

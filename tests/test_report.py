@@ -1,4 +1,4 @@
-"""perfcast report: the roofline / operators / phases / memory / decisions page (perfcast.report)."""
+"""perfcast report: the roofline / operators / phases / memory / decisions page (perfcast.faces.report)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from perfcast.cli import main
-from perfcast.report import build_report, fmt, prediction_rows, render_html, write_report
+from perfcast.faces.cli import main
+from perfcast.faces.report import build_report, fmt, prediction_rows, render_html, write_report
 
 MODEL = "timm:resnet18"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import typer.main
 
-from perfcast.cli import app, main
+from perfcast.faces.cli import app, main
 from perfcast.decisions.answer import COMMANDS, PARSED_ONLY
 from perfcast.request.fields import ALL, BY_NAME, FIELDS, Field, _or, fields_of
 
@@ -121,7 +121,7 @@ def test_the_cli_refuses_a_field_outside_its_modes(name, capsys):
 # ------------------------------------------------------------------------------ HTTP
 def test_every_field_is_an_http_body_field():
     pytest.importorskip("pydantic")
-    from perfcast.serve import ROUTES, body_model
+    from perfcast.faces.serve import ROUTES, body_model
 
     assert set(ROUTES) == set(COMMANDS)
     for name in COMMANDS:
@@ -149,7 +149,7 @@ def test_an_alias_is_the_same_field_on_both_surfaces():
 def test_every_page_input_is_a_schema_field():
     """The form's inputs are the schema fields the page shows (by name) and the uploads; each
     is taken by a command the page asks, and its choices are the field's."""
-    from perfcast.ui.form import AUTO, INPUTS, SHOWN, Request, choices, elem_id, label
+    from perfcast.faces.ui.form import AUTO, INPUTS, SHOWN, Request, choices, elem_id, label
 
     assert set(INPUTS) - set(SHOWN) == UI_ONLY
     assert set(Request.__dataclass_fields__) == set(INPUTS)
@@ -167,8 +167,8 @@ def test_every_page_input_is_a_schema_field():
 def test_the_page_is_built_from_the_schema():
     pytest.importorskip("gradio")
     from perfcast.devices.registry import device_keys
-    from perfcast.ui import build_app
-    from perfcast.ui.form import INPUTS, SHOWN, choices, elem_id, info, label, start_value
+    from perfcast.faces.ui import build_app
+    from perfcast.faces.ui.form import INPUTS, SHOWN, choices, elem_id, info, label, start_value
 
     demo = build_app()
     try:
@@ -200,8 +200,8 @@ def test_the_page_is_built_from_the_schema():
 def test_the_page_refuses_a_field_outside_its_modes():
     """The page sends a changed box for a mode it does not apply to, and the request refuses
     it with the command's message — before any work."""
-    from perfcast.ui import Request, run_request
-    from perfcast.ui.form import SHOWN, start_value
+    from perfcast.faces.ui import Request, run_request
+    from perfcast.faces.ui.form import SHOWN, start_value
 
     checked = 0
     for name in SHOWN:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 
 pytest.importorskip("fastapi", reason="perfcast serve needs pip install 'perfcast[serve]'")
 
@@ -30,7 +30,7 @@ SMALL = {"model": "timm:resnet10t", "input_size": "3,64,64", "batch_size": 8}
 def client():
     from fastapi.testclient import TestClient
 
-    from perfcast.serve import create_app
+    from perfcast.faces.serve import create_app
 
     with TestClient(create_app(warm=False, max_body=4096)) as c:
         yield c
@@ -132,7 +132,7 @@ def test_queue_is_bounded():
 
     from fastapi.testclient import TestClient
 
-    from perfcast import serve
+    from perfcast.faces import serve
 
     gate = threading.Event()
     real = serve.do_devices

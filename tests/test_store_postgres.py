@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.cli import main
+from perfcast.faces.cli import main
 from perfcast.errors import PerfcastError
 from perfcast.profiler.collect import CollectSettings, Sweep, collect
 from perfcast.store import Measurement, MeasureConfig, MeasurementStore
@@ -274,7 +274,7 @@ _COLLECTOR = textwrap.dedent("""
         return Measurement(config=cfg, time_ms_median=1.0, n=kw["iters"])
 
     runner.run_isolated = measure
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
     print("ready", flush=True)
     while not go.exists():
         time.sleep(0.005)

@@ -253,7 +253,7 @@ def test_trappm_random_encoder_ablation(tiny_feature_set, gae_dir, tmp_path):
 
 
 def test_cli_pretrain(corpus_dir, tmp_path, capsys):
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     args = ["pretrain", "--corpus", str(corpus_dir), "--out", str(tmp_path / "e"), "--hidden", "8",
             "--batch-size", "3", "--workers", "1", "--json"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.ui import (
+from perfcast.faces.ui import (
     Request,
     UIError,
     device_from_upload,
@@ -177,7 +177,7 @@ def test_form_values_by_field_name():
     value is not sent for a mode it does not apply to (generate's lengths start at the schema's
     page defaults), changed it is — and refused by the request."""
     from perfcast.request.fields import BY_NAME
-    from perfcast.ui.form import INPUTS, SHOWN, form_values, start_value
+    from perfcast.faces.ui.form import INPUTS, SHOWN, form_values, start_value
 
     page = {n: start_value(BY_NAME[n]) for n in SHOWN}
     assert page["input_len"] == 512 and page["output_len"] == 128
@@ -241,7 +241,7 @@ def test_prediction_table_speaks_human():
 
 
 def test_notes_are_grouped_and_collapsible():
-    from perfcast.ui import notes_box
+    from perfcast.faces.ui import notes_box
 
     pred = {"device": "a100-40gb", "intervals": {"time_ms": {"calibrated_on": "held-out GPUs"}}}
     box = notes_box([("a100-40gb", "time_ms: priced kernel by kernel"),
@@ -256,7 +256,7 @@ def test_two_requests_at_once_are_queued(tmp_path):
     pytest.importorskip("gradio")
     from gradio_client import Client, handle_file
 
-    from perfcast.ui import build_app
+    from perfcast.faces.ui import build_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -285,7 +285,7 @@ def test_two_requests_at_once_are_queued(tmp_path):
 def test_without_gradio_the_command_says_what_to_install(monkeypatch, capsys):
     import sys
 
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     monkeypatch.setitem(sys.modules, "gradio", None)  # import gradio → ImportError
     assert main(["ui", "--port", "7999"]) == 2

@@ -208,7 +208,7 @@ def _no_sideways_scroll(pg) -> None:
 
 
 def test_ui_in_chromium(server, page, tmp_path):
-    from perfcast.report import prediction_rows
+    from perfcast.faces.report import prediction_rows
 
     url, proc = server
     pg = page

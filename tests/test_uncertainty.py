@@ -217,7 +217,7 @@ def test_flag_threshold_picks_the_large_errors():
 def test_acceptance_predict_json_has_interval_coverage_ood(capsys):
     """The issue's acceptance command: the shipped RTX 4090 model's interval brackets its
     answer, with the coverage and the OOD score; a flagged request prints one warning line."""
-    from perfcast.cli import main
+    from perfcast.faces.cli import main
 
     assert U.find_calibration("rtx4090-infer-amp-dippm", "time_ms") is not None
     assert main(["predict", "timm:resnet50", "--device", "rtx4090", "--batch-size", "256",

@@ -1,5 +1,5 @@
 """What a test run touched, for ``scripts/check_test_tiers.py``: the ``perfcast`` CLI commands
-it ran (in this process through :func:`perfcast.cli.main`, or in a subprocess ``python -m
+it ran (in this process through :func:`perfcast.faces.cli.main`, or in a subprocess ``python -m
 perfcast …`` / the ``perfcast`` console script) and the rooms (packages under ``perfcast/``)
 whose code it loaded in this process.
 
@@ -38,7 +38,7 @@ def _cli_argv(args) -> list[str] | None:
         return None
     args = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
     for i, a in enumerate(args):
-        if a == "-m" and i + 1 < len(args) and args[i + 1] in ("perfcast", "perfcast.cli"):
+        if a == "-m" and i + 1 < len(args) and args[i + 1] in ("perfcast", "perfcast.faces.cli"):
             return args[i + 2:]
         if i == 0 and Path(a).name == "perfcast":
             return args[1:]
@@ -65,7 +65,7 @@ def start() -> None:
     if _started or not enabled():
         return
     _started = True
-    import perfcast.cli as cli
+    import perfcast.faces.cli as cli
 
     cli.app = _RecordingApp(cli.app)  # main() looks ``app`` up at each call
     init = subprocess.Popen.__init__

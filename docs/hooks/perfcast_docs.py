@@ -130,8 +130,8 @@ COMMON_KEYS = {
 
 def _quantity_doc(name: str) -> str:
     """What a key without a comment is, from the names the reports and the web page use
-    (:data:`perfcast.report.QUANTITIES`; ``time_ms_low`` → the interval's low end)."""
-    from perfcast.report import QUANTITIES, quantity
+    (:data:`perfcast.faces.report.QUANTITIES`; ``time_ms_low`` → the interval's low end)."""
+    from perfcast.faces.report import QUANTITIES, quantity
 
     if name in COMMON_KEYS:
         return COMMON_KEYS[name]
@@ -193,9 +193,9 @@ def _context(cmd, name: str):
 def cli_reference() -> str:
     import typer.main
 
-    from perfcast.cli import app
+    from perfcast.faces.cli import app
 
-    from perfcast.cli._common import PANEL_DATA, PANEL_PREDICT, PANEL_RESEARCH
+    from perfcast.faces.cli._common import PANEL_DATA, PANEL_PREDICT, PANEL_RESEARCH
 
     root = typer.main.get_command(app)
     panels = (PANEL_PREDICT, PANEL_DATA, PANEL_RESEARCH)
@@ -413,8 +413,8 @@ def rooms() -> str:
 
 
 def exit_codes() -> str:
-    """The exit codes as :mod:`perfcast.cli` documents them, one row each."""
-    import perfcast.cli as cli
+    """The exit codes as :mod:`perfcast.faces.cli` documents them, one row each."""
+    import perfcast.faces.cli as cli
 
     para = next(p for p in (inspect.getdoc(cli) or "").split("\n\n")
                 if p.startswith("Exit codes:"))

@@ -1,8 +1,8 @@
 """Every option of a request, declared once: its name, type, default, help, unit, choices, the
 modes it applies to, the commands that take it and its names on the command line and over HTTP.
 
-The typer options of the CLI (:mod:`perfcast.cli.options`), the pydantic bodies of ``perfcast
-serve``, the web page's form (:mod:`perfcast.ui`) and the CLI reference of the docs are all
+The typer options of the CLI (:mod:`perfcast.faces.cli.options`), the pydantic bodies of ``perfcast
+serve``, the web page's form (:mod:`perfcast.faces.ui`) and the CLI reference of the docs are all
 generated from :data:`FIELDS`; :meth:`perfcast.request.Request.validate` refuses what does not
 apply to the request's mode from each field's :attr:`Field.modes`. A new option is one
 :class:`Field` here (and the code that reads it).

@@ -1,5 +1,5 @@
 """``perfcast predict``: time, throughput, memory and energy of a model on a device, for every
-mode and layout — its options generated from the request schema (:mod:`perfcast.cli.options`),
+mode and layout — its options generated from the request schema (:mod:`perfcast.faces.cli.options`),
 its answer from :func:`perfcast.decisions.answer.answer`."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from perfcast.cli._common import PANEL_PREDICT, examples, out, print_json, print_notes, val
-from perfcast.cli.options import JSON, command
+from perfcast.faces.cli._common import PANEL_PREDICT, examples, out, print_json, print_notes, val
+from perfcast.faces.cli.options import JSON, command
 from perfcast.errors import PerfcastError
 
 app = typer.Typer()

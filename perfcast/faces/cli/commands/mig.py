@@ -6,9 +6,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from perfcast.cli._common import (PANEL_PREDICT, examples, out, print_json, print_notes,
+from perfcast.faces.cli._common import (PANEL_PREDICT, examples, out, print_json, print_notes,
                                   val)
-from perfcast.cli.options import JSON, command
+from perfcast.faces.cli.options import JSON, command
 
 app = typer.Typer()
 

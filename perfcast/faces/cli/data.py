@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from perfcast.cli._common import (
+from perfcast.faces.cli._common import (
     PANEL_DATA,
     BatchSize,
     BatchSizes,

@@ -12,7 +12,7 @@ import tempfile
 
 from perfcast.errors import PerfcastError
 from perfcast.request.fields import BY_NAME, Field
-from perfcast.ui.form import (
+from perfcast.faces.ui.form import (
     INPUTS,
     MAX_DEVICES,
     MAX_UPLOAD_MB,
@@ -23,9 +23,9 @@ from perfcast.ui.form import (
     label,
     start_value,
 )
-from perfcast.ui.handler import run_request
+from perfcast.faces.ui.handler import run_request
 
-#: The form's inputs by column and row (every name of :data:`~perfcast.ui.form.INPUTS` once).
+#: The form's inputs by column and row (every name of :data:`~perfcast.faces.ui.form.INPUTS` once).
 LAYOUT = ((("model", "model_file"), ("mode", "precision"),
            ("batch_size", "input_size", "seq_len"), ("input_len", "output_len"),
            ("engine", "n_batch", "n_ubatch")),
@@ -64,7 +64,7 @@ def _import_gradio():
 
 def component(gr, f: Field, device_keys: list[str]):
     """The input of schema field ``f``: its label (name, unit), help, ``elem_id``
-    (``pc-<name>``), choices and starting value (:mod:`perfcast.ui.form`)."""
+    (``pc-<name>``), choices and starting value (:mod:`perfcast.faces.ui.form`)."""
     kw = {"label": label(f), "info": info(f), "elem_id": elem_id(f.name)}
     if f.kind == "list":  # the devices: several registry keys
         start = [k for k in start_value(f) if k in device_keys] or device_keys[:1]

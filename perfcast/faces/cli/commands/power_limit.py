@@ -8,8 +8,8 @@ import typer
 from rich import box
 from rich.table import Table
 
-from perfcast.cli._common import PANEL_PREDICT, examples, out, print_json, print_notes
-from perfcast.cli.options import JSON, command, own_option
+from perfcast.faces.cli._common import PANEL_PREDICT, examples, out, print_json, print_notes
+from perfcast.faces.cli.options import JSON, command, own_option
 
 app = typer.Typer()
 PNG = own_option("png", str | None, None, "--png",

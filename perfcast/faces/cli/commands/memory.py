@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from perfcast.cli._common import PANEL_PREDICT, examples, out, print_json
-from perfcast.cli.options import JSON, command
+from perfcast.faces.cli._common import PANEL_PREDICT, examples, out, print_json
+from perfcast.faces.cli.options import JSON, command
 
 app = typer.Typer()
 

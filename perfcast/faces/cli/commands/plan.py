@@ -8,9 +8,9 @@ import typer
 from rich import box
 from rich.table import Table
 
-from perfcast.cli._common import (PANEL_PREDICT, examples, out, print_json, print_notes,
+from perfcast.faces.cli._common import (PANEL_PREDICT, examples, out, print_json, print_notes,
                                   val)
-from perfcast.cli.options import JSON, command
+from perfcast.faces.cli.options import JSON, command
 
 app = typer.Typer()
 
@@ -31,7 +31,7 @@ def plan(values: dict, *, as_json: bool = False):
     --mode generate (hf: LLMs): the cheapest deployment (GPUs, tensor parallel, replicas, max
     batch) serving --rate requests/s of --input-len → --output-len tokens within --slo-ttft-ms
     / --slo-tpot-ms, with USD and energy per million tokens, and the table of candidates."""
-    from perfcast.cli._common import StageProgress
+    from perfcast.faces.cli._common import StageProgress
     from perfcast.decisions.answer import answer
 
     top = values.get("top") or 15

@@ -1,12 +1,12 @@
 """``perfcast ui``: a web page for people who would rather look than type (thesis §6.6.4).
 
 A thin Gradio layer (optional extra: ``pip install 'perfcast[ui]'``) whose form is generated
-from the request schema and whose answers are the commands': :mod:`~perfcast.ui.form` (the
+from the request schema and whose answers are the commands': :mod:`~perfcast.faces.ui.form` (the
 inputs — the schema fields the page shows, by their names, choices and modes — and the uploads),
-:mod:`~perfcast.ui.handler` (:func:`run_request`: the form → ``answer("predict")`` per device,
+:mod:`~perfcast.faces.ui.handler` (:func:`run_request`: the form → ``answer("predict")`` per device,
 ``fit`` / ``mig`` / ``cost`` per device and ``rank`` for the ranking chart, in ``perfcast
-rank``'s order; testable without Gradio), :mod:`~perfcast.ui.render` (the tables and charts)
-and :mod:`~perfcast.ui.app` (:func:`build_app`, :func:`serve`).
+rank``'s order; testable without Gradio), :mod:`~perfcast.faces.ui.render` (the tables and charts)
+and :mod:`~perfcast.faces.ui.app` (:func:`build_app`, :func:`serve`).
 
 In: a model — a timm / torchvision name, ``hf:<id>`` of a shipped config, or an uploaded
 ``.onnx`` or ``config.json`` — the workload's fields (mode, precision, batch size, input size
@@ -33,8 +33,8 @@ Safety (the page may be opened by anyone who can reach the port):
   are queued (one runs at a time) and the long ones show their progress.
 """
 
-from perfcast.ui.app import LAYOUT, build_app, component, serve
-from perfcast.ui.form import (
+from perfcast.faces.ui.app import LAYOUT, build_app, component, serve
+from perfcast.faces.ui.form import (
     AUTO,
     INPUTS,
     MAX_DEVICES,
@@ -49,8 +49,8 @@ from perfcast.ui.form import (
     model_from_text,
     model_from_upload,
 )
-from perfcast.ui.handler import Result, run_request
-from perfcast.ui.render import (
+from perfcast.faces.ui.handler import Result, run_request
+from perfcast.faces.ui.render import (
     decisions_table,
     memory_table,
     notes_box,

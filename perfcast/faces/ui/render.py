@@ -22,9 +22,9 @@ def message(text: str, *, error: bool = False) -> str:
 
 def notes_box(notes: list, preds: list[dict[str, Any]] | None = None) -> str:
     """The notes of an answer grouped by the quantity they are about, each group collapsible
-    (:func:`perfcast.report.note_groups`); a note is ``(device, text)`` or a plain string, and
+    (:func:`perfcast.faces.report.note_groups`); a note is ``(device, text)`` or a plain string, and
     each prediction adds where its intervals were calibrated."""
-    from perfcast.report import note_groups, notes_html
+    from perfcast.faces.report import note_groups, notes_html
 
     pairs = [n if isinstance(n, tuple) else (None, str(n)) for n in notes]
     intervals = {d["device"]: d.get("intervals") or {} for d in preds or []}
@@ -38,12 +38,12 @@ def notes_box(notes: list, preds: list[dict[str, Any]] | None = None) -> str:
 
 
 def prediction_table(preds: list[dict[str, Any]]) -> str:
-    """Quantities × devices, as people read them (:func:`perfcast.report.prediction_rows`):
+    """Quantities × devices, as people read them (:func:`perfcast.faces.report.prediction_rows`):
     every key of the predictions with its unit, the interval beside the value ("16.4 ms
     (11.5–20.9 ms, 90 %)"), the predictor under it, and the out-of-distribution verdict as a
     sentence. Each value cell carries ``data-device``, ``data-key`` and ``data-value`` (the
     exact number)."""
-    from perfcast.report import fmt, prediction_rows
+    from perfcast.faces.report import fmt, prediction_rows
 
     e = html.escape
     rows_by_dev = [{r["quantity"]: r for r in prediction_rows(d)} for d in preds]
@@ -79,7 +79,7 @@ def memory_table(devices: list, mems: list[dict[str, Any] | None]) -> str:
     """Memory breakdown per device (MiB): parameters, gradients, optimizer state, activations
     at the peak, inputs and buffers, runtime overhead and other, predicted total — or, for
     generation, the answer's own breakdown (weights, KV cache …)."""
-    from perfcast.report import with_unit
+    from perfcast.faces.report import with_unit
 
     e = html.escape
     parts = (("parameters", "param_mb"), ("gradients", "grad_mb"),
@@ -119,7 +119,7 @@ def _job_length(cost: dict[str, Any]) -> Any:
 def decisions_table(devices: list, decs: list[dict[str, Any]], mode: str = "infer") -> str:
     """Per device: largest batch that fits (samples, or requests for ``generate``), MIG
     profile, job length, time, USD, kWh, kg CO2e."""
-    from perfcast.report import with_unit
+    from perfcast.faces.report import with_unit
 
     e = html.escape
     cost = lambda d, k: (d.get("cost") or {}).get(k)  # noqa: E731
@@ -146,7 +146,7 @@ def decisions_table(devices: list, decs: list[dict[str, Any]], mode: str = "infe
 
 def duration(hours: Any) -> str:
     """Hours as people say them: ``16.4 s``, ``12.5 min``, ``3.20 h``, ``4.1 days``."""
-    from perfcast.report import fmt
+    from perfcast.faces.report import fmt
 
     if not isinstance(hours, (int, float)) or isinstance(hours, bool):
         return fmt(hours)
@@ -169,7 +169,7 @@ def ranking_png(title: str, ranking: dict[str, Any], objective: str,
     """Bar chart of ``perfcast rank``'s answer (``ranking``: its JSON), in its order — the
     rank's rule: devices with a value first, learned time before the any-GPU model or the
     roofline, what fits first; gray: time not learned; hatched: does not fit."""
-    from perfcast.report.charts import _plt, figure_png
+    from perfcast.faces.report.charts import _plt, figure_png
 
     key = RANK_VALUE[objective]
     rows = [d for d in ranking.get("devices") or [] if d.get(key) is not None]

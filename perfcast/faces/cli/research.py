@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from perfcast.cli._common import (
+from perfcast.faces.cli._common import (
     PANEL_RESEARCH,
     Json,
     MemsimSeed,

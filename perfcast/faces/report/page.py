@@ -9,9 +9,9 @@ import html
 from pathlib import Path
 from typing import Any
 
-from perfcast.report.analysis import Report
-from perfcast.report.charts import CHARTS, chart_pngs
-from perfcast.report.text import fmt, note_groups, prediction_rows
+from perfcast.faces.report.analysis import Report
+from perfcast.faces.report.charts import CHARTS, chart_pngs
+from perfcast.faces.report.text import fmt, note_groups, prediction_rows
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:

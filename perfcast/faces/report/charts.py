@@ -8,7 +8,7 @@ import io
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from perfcast.report.analysis import Report
+    from perfcast.faces.report.analysis import Report
 
 #: Charts of a report, in page order: name → title.
 CHARTS = {"roofline": "Roofline", "operators": "Top operators by predicted time",

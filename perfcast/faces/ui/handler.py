@@ -1,5 +1,5 @@
 """The page's handler without Gradio: :func:`run_request` turns a submitted form into the
-request's values by field name (:func:`perfcast.ui.form.form_values`) and asks the commands —
+request's values by field name (:func:`perfcast.faces.ui.form.form_values`) and asks the commands —
 :func:`perfcast.decisions.answer.answer` ``"predict"`` per device, ``"fit"`` / ``"mig"`` (GPUs
 with MIG profiles) / ``"cost"`` for the decisions and ``"rank"`` for the ranking chart — so the
 page's numbers and order are those of ``perfcast predict`` / ``fit`` / ``mig`` / ``cost`` /
@@ -16,7 +16,7 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.request.fields import BY_NAME
-from perfcast.ui.form import (
+from perfcast.faces.ui.form import (
     MAX_DEVICES,
     MAX_UPLOAD_MB,
     UIError,
@@ -26,7 +26,7 @@ from perfcast.ui.form import (
     model_from_upload,
     start_value,
 )
-from perfcast.ui.render import (
+from perfcast.faces.ui.render import (
     decisions_table,
     memory_table,
     message,
@@ -55,7 +55,7 @@ class Result:
 
 
 def run_request(form, *, max_upload_mb: float = MAX_UPLOAD_MB, progress=None) -> Result:
-    """Answer one form submission (:class:`perfcast.ui.form.Request`; module docstring).
+    """Answer one form submission (:class:`perfcast.faces.ui.form.Request`; module docstring).
     Errors become a message in ``Result.status``; ``progress(fraction, text)`` is called as
     the work goes."""
     try:
@@ -102,7 +102,7 @@ def _devices(keys: list[str] | None, upload: Any, tmp: Path, limit_mb: float,
 
 def _run(form, tmp: Path, limit_mb: float, progress) -> Result:
     from perfcast.decisions.answer import request
-    from perfcast.report import values_for
+    from perfcast.faces.report import values_for
 
     notes: list = []
     values = form_values(form)
@@ -137,7 +137,7 @@ def _run(form, tmp: Path, limit_mb: float, progress) -> Result:
 def _predict(base: dict[str, Any], dev, i: int, n: int, progress, label: str):
     """``answer("predict", …)`` on one device and its JSON (the model named as shown)."""
     from perfcast.decisions.answer import answer
-    from perfcast.report import values_for
+    from perfcast.faces.report import values_for
 
     progress(0.05 + 0.35 * i / n, f"predicting on {dev.key} ({i + 1}/{n}; the first request "
                                   f"for a model builds its graph)")
@@ -152,7 +152,7 @@ def _run_graph(base: dict[str, Any], job: dict[str, Any], label: str, devices: l
     """infer / train: predictions, the memory simulation, decisions and the roofline chart of
     the first device."""
     from perfcast.decisions.answer import request
-    from perfcast.report import (
+    from perfcast.faces.report import (
         Report,
         analyse_operators,
         chosen_workload,
@@ -161,7 +161,7 @@ def _run_graph(base: dict[str, Any], job: dict[str, Any], label: str, devices: l
         peaks,
         values_for,
     )
-    from perfcast.report.charts import figure_png, roofline_figure
+    from perfcast.faces.report.charts import figure_png, roofline_figure
 
     use_cache = base.get("use_cache", True)
     n = len(devices)
@@ -216,7 +216,7 @@ def _run_generation(base: dict[str, Any], job: dict[str, Any], label: str, devic
                     notes: list, progress) -> Result:
     """generate: predictions per device, the largest batch, MIG (MIG GPUs) and the cost of
     serving ``iterations`` batches of requests."""
-    from perfcast.report import decide
+    from perfcast.faces.report import decide
 
     n = len(devices)
     dicts, decs = [], []
@@ -247,7 +247,7 @@ def _ranking(base: dict[str, Any], job: dict[str, Any], label: str, keys: str,
              notes: list) -> bytes | None:
     """The ranking chart: ``answer("rank", …)`` over the form's devices, in its order."""
     from perfcast.decisions.answer import answer
-    from perfcast.report import values_for
+    from perfcast.faces.report import values_for
 
     objective = job.get("objective") or BY_NAME["objective"].default
     try:

@@ -4,15 +4,15 @@ exit codes) and :func:`_entry` (the console script).
 The commands live in one sub-app per audience, merged into the root (no group prefix:
 ``perfcast predict``, ``perfcast collect``) and grouped by help panel in ``perfcast --help``:
 
-* :mod:`perfcast.cli.commands` — Predict & decide: one module per command (predict, mig, fit,
+* :mod:`perfcast.faces.cli.commands` — Predict & decide: one module per command (predict, mig, fit,
   cost, rank, plan, memory, devices, power-limit), its options generated from the request
-  schema (:mod:`perfcast.cli.options`), its answer from :func:`perfcast.decisions.answer.answer`;
-* :mod:`perfcast.cli.data` — Data & measurement: inspect, collect, corpus;
-* :mod:`perfcast.cli.present` — Predict & decide, for people: report (HTML page), ui (web page);
-* :mod:`perfcast.cli.research` — Research: train, evaluate, pretrain;
+  schema (:mod:`perfcast.faces.cli.options`), its answer from :func:`perfcast.decisions.answer.answer`;
+* :mod:`perfcast.faces.cli.data` — Data & measurement: inspect, collect, corpus;
+* :mod:`perfcast.faces.cli.present` — Predict & decide, for people: report (HTML page), ui (web page);
+* :mod:`perfcast.faces.cli.research` — Research: train, evaluate, pretrain;
 
 plus ``version`` here. Shared options, formatting and the progress display are in
-:mod:`perfcast.cli._common`.
+:mod:`perfcast.faces.cli._common`.
 
 Exit codes: 0 success · 1 internal error · 2 bad input (model, file, device, option) ·
 3 the model could not be traced · 130 interrupted (Ctrl-C or SIGTERM).
@@ -25,9 +25,9 @@ import sys
 
 import typer
 
-from perfcast.cli import data, present, research
-from perfcast.cli.commands import cost, devices, fit, memory, mig, plan, power_limit, predict, rank
-from perfcast.cli._common import err, out
+from perfcast.faces.cli import data, present, research
+from perfcast.faces.cli.commands import cost, devices, fit, memory, mig, plan, power_limit, predict, rank
+from perfcast.faces.cli._common import err, out
 from perfcast.errors import PerfcastError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -1,7 +1,7 @@
 """``perfcast report``: one self-contained HTML page per model and device (thesis ch. 3's
 roofline analysis, applied to a forecast). One module per concern:
 
-* :mod:`~perfcast.report.analysis` — :func:`build_report` / :func:`report_request` gather, for
+* :mod:`~perfcast.faces.report.analysis` — :func:`build_report` / :func:`report_request` gather, for
   one request on one device, the **prediction** (``perfcast predict``'s answer), the
   **kernels** it launches with their FLOPs, bytes, roofline bound (compute or memory) and
   predicted time — priced by the crossdevice operator model where it answered the time, else
@@ -9,15 +9,15 @@ roofline analysis, applied to a forecast). One module per concern:
   class, graph node and phase; the tensor simulation's **memory**; the **decisions** (largest
   batch that fits, MIG profile on MIG GPUs, cost and CO2e of ``iterations`` batches), each
   from the command that answers it (:func:`perfcast.decisions.answer.answer`);
-* :mod:`~perfcast.report.charts` — the roofline, top-operators and memory-timeline charts
+* :mod:`~perfcast.faces.report.charts` — the roofline, top-operators and memory-timeline charts
   (matplotlib);
-* :mod:`~perfcast.report.text` — values as people read them (units, labels, intervals, the
+* :mod:`~perfcast.faces.report.text` — values as people read them (units, labels, intervals, the
   out-of-distribution verdict, grouped notes), shared with the web page;
-* :mod:`~perfcast.report.page` — :func:`render_html` (one page, charts embedded as ``data:``
+* :mod:`~perfcast.faces.report.page` — :func:`render_html` (one page, charts embedded as ``data:``
   PNGs: it opens offline) and :func:`write_report`.
 """
 
-from perfcast.report.analysis import (
+from perfcast.faces.report.analysis import (
     PHASES,
     TOP_OPERATORS,
     Report,
@@ -31,7 +31,7 @@ from perfcast.report.analysis import (
     report_request,
     values_for,
 )
-from perfcast.report.charts import (
+from perfcast.faces.report.charts import (
     CHARTS,
     chart_pngs,
     figure_png,
@@ -39,8 +39,8 @@ from perfcast.report.charts import (
     operators_figure,
     roofline_figure,
 )
-from perfcast.report.page import decisions_html, notes_html, render_html, write_report
-from perfcast.report.text import (
+from perfcast.faces.report.page import decisions_html, notes_html, render_html, write_report
+from perfcast.faces.report.text import (
     QUANTITIES,
     fmt,
     interval_text,

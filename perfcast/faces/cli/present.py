@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from perfcast.cli._common import (
+from perfcast.faces.cli._common import (
     PANEL_PREDICT,
     Json,
     StageProgress,
@@ -20,7 +20,7 @@ from perfcast.cli._common import (
     out,
     print_json,
 )
-from perfcast.cli.options import JSON, command, own_option
+from perfcast.faces.cli.options import JSON, command, own_option
 from perfcast.errors import PerfcastError
 from perfcast.paths import check_output_file
 
@@ -49,7 +49,7 @@ def report(values: dict, *, out_path: str = "report.html", png: bool = False,
     (largest batch, MIG profile, cost and CO2e of --iterations batches). --mode infer or
     train."""
     from perfcast.api import request_of
-    from perfcast.report import check_mode, report_request, write_report
+    from perfcast.faces.report import check_mode, report_request, write_report
 
     check_mode(values.get("mode"))
     values = dict(values)
@@ -86,7 +86,7 @@ def ui(
     A Gradio page: model, batch, input size or sequence length, mode, precision and devices
     in; predictions with intervals and sources, memory breakdown, MIG profile, largest batch,
     cost and CO2e, a device ranking and the roofline chart out. Ctrl-C stops it."""
-    from perfcast.ui import serve
+    from perfcast.faces.ui import serve
 
     if not 0 < port < 65536:
         raise PerfcastError(f"--port must be in 1..65535, got {port}")
@@ -126,7 +126,7 @@ def serve(
     JSON (the JSON of --json back; bad input is HTTP 422 with the command's message), GET
     /devices, /healthz and the OpenAPI page /docs. Predictors and graphs stay warm between
     requests. SIGTERM or Ctrl-C: finish the requests in flight, then exit 0."""
-    from perfcast.serve import serve as run_server
+    from perfcast.faces.serve import serve as run_server
 
     if not 0 <= port < 65536:
         raise PerfcastError(f"--port must be in 0..65535, got {port}")

@@ -57,7 +57,7 @@ GRACEFUL_S = 30.0
 #: Graphs kept in memory between requests (:func:`perfcast.cache.keep_warm`).
 WARM_GRAPHS = 128
 
-log = logging.getLogger("perfcast.serve")
+log = logging.getLogger("perfcast.faces.serve")
 
 
 def _require_fastapi():

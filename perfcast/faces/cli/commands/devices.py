@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from perfcast.cli._common import PANEL_PREDICT, Json, examples, out, print_json
+from perfcast.faces.cli._common import PANEL_PREDICT, Json, examples, out, print_json
 
 app = typer.Typer()
 

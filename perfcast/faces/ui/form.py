@@ -99,7 +99,7 @@ def _form_class():
     cls.__doc__ = (
         "What the form sends: one attribute per input (:data:`INPUTS`: the request fields the "
         "page shows by their names, and the uploads ``model_file`` / ``device_file``); "
-        "``None`` = not given. See :func:`form_values` and :func:`perfcast.ui.run_request`.")
+        "``None`` = not given. See :func:`form_values` and :func:`perfcast.faces.ui.run_request`.")
     return cls
 
 
