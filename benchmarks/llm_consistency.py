@@ -212,7 +212,7 @@ sequences stepped up one at a time (the output at 1 and 16 sequences, the prompt
 | shipped: learned decode steps through the monotone envelope | {len(shipped_w)} | {worst(shipped_w, 'drop_%'):.1f} % |
 | the learned model alone | {len(alone_w)} | {worst(alone_w, 'drop_%'):.1f} % |
 
-The envelope (`perfcast.generation._decode_envelope`): the learned decode steps on a fixed grid
+The envelope (`perfcast.generation.decode._decode_envelope`): the learned decode steps on a fixed grid
 of powers of two in sequences, prompt and output, raised to a running maximum along each axis,
 interpolated multilinearly (log₂ for sequences and prompt, linear for output tokens). TTFT is the
 prefill model's (operators on the spec sheet), monotone without help.

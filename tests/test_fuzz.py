@@ -183,14 +183,14 @@ VALUES = st.one_of(st.sampled_from([None, -1, 0, 1, 2, 3, 7, 65, 2**31, 10**12, 
 
 @pytest.fixture(scope="module")
 def shallow_hf():
-    """Lower perfcast's layer limit (:data:`perfcast.zoo.hf.MAX_LAYERS`) to 8 for the fuzz: the
+    """Lower perfcast's layer limit (:data:`perfcast.zoo.hf_config.MAX_LAYERS`) to 8 for the fuzz: the
     fuzzed values include 65 and 2**31 for ``n_layer``, and a valid 65-layer model takes about a
     minute to trace in training mode on a shared CPU — a test of the tracer's speed, not of the
     parser. Deeper configs now take the same limit check (exit 2) as a billion layers would."""
-    from perfcast.zoo import hf
+    from perfcast.zoo import hf_config
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hf, "MAX_LAYERS", 8)
+        mp.setattr(hf_config, "MAX_LAYERS", 8)
         yield
 
 

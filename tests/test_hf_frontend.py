@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 from perfcast.errors import ModelSpecError  # noqa: E402
-from perfcast.zoo import hf  # noqa: E402
+from perfcast.zoo import hf, hf_config  # noqa: E402
 from perfcast.zoo.hf import (  # noqa: E402
     HFWrapper,
     build_hf_model,
@@ -82,8 +82,8 @@ def test_formulas_match_published_sizes():
 
 
 def test_index_lists_every_config_file():
-    files = {p.name for p in hf.CONFIG_DIR.glob("*.json")} - {"index.json"}
-    index = json.loads((hf.CONFIG_DIR / "index.json").read_text())
+    files = {p.name for p in hf_config.CONFIG_DIR.glob("*.json")} - {"index.json"}
+    index = json.loads((hf_config.CONFIG_DIR / "index.json").read_text())
     assert set(index["models"].values()) == files
     for model_id, fname in index["models"].items():
         assert fname == model_id.replace("/", "--") + ".json"
@@ -178,7 +178,7 @@ def test_shipped_configs_hold_real_architecture_fields():
 
 
 def test_local_config_json_file_and_directory(tmp_path):
-    data = json.loads((hf.CONFIG_DIR / "gpt2.json").read_text())
+    data = json.loads((hf_config.CONFIG_DIR / "gpt2.json").read_text())
     data["n_layer"] = 2
     model_dir = tmp_path / "tiny-gpt2"
     model_dir.mkdir()
@@ -228,7 +228,7 @@ def test_unknown_id_offline_fails_fast_with_one_line(monkeypatch):
     def no_network(*a, **k):  # pragma: no cover - must not be reached
         raise AssertionError("network touched")
 
-    monkeypatch.setattr(hf.socket, "create_connection", no_network)
+    monkeypatch.setattr(hf_config.socket, "create_connection", no_network)
     start = time.monotonic()
     with pytest.raises(ModelSpecError) as info:
         resolve_hf_config("some-org/not-a-shipped-model")
@@ -251,7 +251,7 @@ def test_shipped_id_never_touches_hub(monkeypatch):
     def no_network(*a, **k):  # pragma: no cover - must not be reached
         raise AssertionError("network touched")
 
-    monkeypatch.setattr(hf.socket, "create_connection", no_network)
+    monkeypatch.setattr(hf_config.socket, "create_connection", no_network)
     monkeypatch.setattr("transformers.AutoConfig.from_pretrained", no_network)
     assert resolve_hf_config("gpt2")[1] == "gpt2"
 
@@ -259,14 +259,14 @@ def test_shipped_id_never_touches_hub(monkeypatch):
 def test_unreachable_hub_is_a_model_spec_error(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE")
-    monkeypatch.setattr(hf, "_hub_reachable", lambda timeout=2.0: False)
+    monkeypatch.setattr(hf_config, "_hub_reachable", lambda timeout=2.0: False)
     with pytest.raises(ModelSpecError, match="unreachable"):
         resolve_hf_config("some-org/model")
 
     def boom(*a, **k):
         raise OSError("connection reset\nby peer")
 
-    monkeypatch.setattr(hf, "_hub_reachable", lambda timeout=2.0: True)
+    monkeypatch.setattr(hf_config, "_hub_reachable", lambda timeout=2.0: True)
     monkeypatch.setattr("transformers.AutoConfig.from_pretrained", boom)
     with pytest.raises(ModelSpecError) as info:
         resolve_hf_config("some-org/model")
@@ -405,7 +405,7 @@ def test_torch_export_under_fake_tensor_mode(spec):
 def _tiny_gpt2(tmp_path, **changes) -> str:
     """``hf:<path>`` of the shipped gpt2 config shrunk to 1 layer × 32 wide, with ``changes``
     (a value ``...`` deletes the key)."""
-    data = json.loads((hf.CONFIG_DIR / "gpt2.json").read_text())
+    data = json.loads((hf_config.CONFIG_DIR / "gpt2.json").read_text())
     data.update(n_layer=1, n_embd=32, n_head=2, vocab_size=128, n_positions=64)
     for key, value in changes.items():
         if value is ...:
@@ -479,10 +479,10 @@ def test_checks_leave_real_configs_alone():
             data = CONFIG_MAPPING[model_type]().to_dict()
         except Exception:  # noqa: BLE001 - a few need arguments; not ours to judge
             continue
-        hf._check_values(data, model_type)
+        hf_config._check_values(data, model_type)
         checked += 1
     assert checked > 500
-    hf._check_values({"n_layer": hf.MAX_LAYERS, "n_embd": 16384, "n_head": 128,
+    hf_config._check_values({"n_layer": hf_config.MAX_LAYERS, "n_embd": 16384, "n_head": 128,
                       "num_key_value_heads": 8, "vocab_size": 256000,
                       "n_positions": 10_485_760}, "edge.json")
 

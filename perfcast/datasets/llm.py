@@ -58,7 +58,7 @@ IMPOSSIBLE_RATIO = 0.8
 
 def _shipped(models: pd.Series) -> pd.Series:
     """Which model ids have a shipped config (``hf:`` builds them offline)."""
-    from perfcast.zoo.hf import _lookup_shipped
+    from perfcast.zoo.hf_config import _lookup_shipped
 
     ok = {m: _lookup_shipped(m) is not None for m in models.unique()}
     return models.map(ok)

@@ -304,7 +304,8 @@ def serving_request(request, progress: Callable[[int, int], None] | None = None
     the GPUs."""
     from perfcast.decisions.common import device_of
     from perfcast.decisions.prices import choose_price
-    from perfcast.generation import _fits_fn, resolve
+    from perfcast.generation import resolve
+    from perfcast.generation.memory import _fits_fn
     from perfcast.llm.arch import llm_arch
 
     t0 = time.perf_counter()

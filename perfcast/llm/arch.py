@@ -231,7 +231,7 @@ def _raw_config(text: str) -> tuple[str, str] | None:
 @lru_cache(maxsize=1)
 def _shipped_index() -> dict[str, str]:
     """Lower-cased id / alias / file name → shipped file (``zoo/hf_configs/index.json``, read
-    as :func:`perfcast.zoo.hf._index` reads it)."""
+    as :func:`perfcast.zoo.hf_config._index` reads it)."""
     from perfcast.paths import package_data
 
     data = json.loads((package_data("zoo", "hf_configs") / "index.json").read_text())
@@ -260,7 +260,7 @@ CACHE_VERSION = "arch-4"
 @lru_cache(maxsize=64)
 def llm_arch(spec: str) -> LLMArch:
     """:class:`LLMArch` of ``hf:ID`` / ``hf:path/config.json`` (shipped configs offline; see
-    :func:`perfcast.zoo.hf.resolve_hf_config`). A shipped or local config whose summary is in
+    :func:`perfcast.zoo.hf_config.resolve_hf_config`). A shipped or local config whose summary is in
     the cache is answered without importing transformers or torch."""
     from perfcast.paths import write_file_atomically
 

@@ -90,7 +90,7 @@ def _get(cfg, *names, default=None):
 
 def model_shape(spec: str) -> tuple[ModelShape, Any]:
     """``(shape, transformers config)`` of ``hf:ID`` / ``hf:path/config.json``."""
-    from perfcast.zoo.hf import resolve_hf_config
+    from perfcast.zoo.hf_config import resolve_hf_config
 
     config, model_id = resolve_hf_config(spec)
     text = getattr(config, "text_config", None) or config

@@ -50,7 +50,7 @@ def default_seq_len(spec: str) -> tuple[int, str | None]:
     :data:`DEFAULT_SEQ_LEN`, or the largest power of two within the model's absolute position
     table when that is smaller (GPT-2: 1,024; RoBERTa's 514-row table: 512)."""
     try:
-        from perfcast.zoo.hf import resolve_hf_config
+        from perfcast.zoo.hf_config import resolve_hf_config
 
         n = getattr(resolve_hf_config(spec)[0], "max_position_embeddings", None)
     except Exception:  # noqa: BLE001 - the trace says what is wrong with the spec

@@ -206,7 +206,7 @@ class _TokenModel(nn.Module):
 def _bert(head: str, **config) -> nn.Module:
     import transformers
 
-    from perfcast.zoo.hf import resolve_hf_config
+    from perfcast.zoo.hf_config import resolve_hf_config
 
     cfg, _ = resolve_hf_config("bert-base-uncased")  # the shipped public config, offline
     for k, v in config.items():

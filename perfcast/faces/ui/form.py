@@ -170,7 +170,7 @@ def model_from_text(text: str | None) -> str:
         raise UIError("the model name is too long")
     prefix, sep, rest = t.partition(":")
     if sep and prefix == "hf":
-        from perfcast.zoo.hf import _lookup_shipped, shipped_model_ids
+        from perfcast.zoo.hf_config import _lookup_shipped, shipped_model_ids
 
         model_id = _lookup_shipped(rest)
         if model_id is None:
