@@ -182,19 +182,26 @@ def test_power_by_phase(capsys):
     assert many["energy_per_token_j"] < one["energy_per_token_j"]
 
 
-def test_phase_power_activity_by_hand(tmp_path):
+def test_phase_power_by_hand(tmp_path):
+    """The phase power is the power model's: idle + TDP x (static + c_tensor h(cu) +
+    c_memory h(mu)), h(1) = 1, bounded to [idle, TDP]; the phase id reads the same file."""
     from perfcast.devices import get_device
+    from perfcast.energy import PowerModel
     from perfcast.llm.energy import PhasePower, utilisation
+    from perfcast.shipped import artefact_path
 
-    pp = PhasePower(a0=0.1, a_mem=0.5, a_comp=1.0, ceiling=0.9)
-    assert pp.activity(0.2, 0.1) == pytest.approx(0.1 + 0.1 + 0.1)
-    assert pp.activity(1.0, 1.0) == pytest.approx(0.9)  # capped at the ceiling
+    assert PhasePower is PowerModel
+    assert artefact_path("llm-phase-power") == artefact_path("power-model")
+    pp = PowerModel(families={}, pooled=[0.1, 0.9, 0.3, 0.2], u0=0.1, k=6.0, c=0.9,
+                    gamma=1.0, beta=2.0, trained_on={})
     dev = get_device("a100-80gb")  # 400 W, idle 10 % assumed
-    assert pp.power(dev, 0.2, 0.1) == pytest.approx(40 + 0.3 * 360)
+    assert pp.power(dev, 1.0, 1.0) == pytest.approx(40 + 400 * (0.1 + 0.3 + 0.2))
+    assert pp.power(dev, 0.0, 0.0) == pytest.approx(40 + 400 * 0.1)
+    assert pp.power(dev, 1.0, 1.0, tensor=False) == pytest.approx(400)  # capped at TDP
     mu, cu = utilisation(312e12, 2039e9, 1.0, dev)
     assert (float(mu), float(cu)) == pytest.approx((1.0, 1.0))
-    pp.save(tmp_path)
-    assert PhasePower.load(tmp_path) == pp
+    path = pp.save(tmp_path)
+    assert PowerModel.load(path) == pp
 
 
 # --------------------------------------------------------------------------- planner
@@ -348,7 +355,7 @@ def test_shipped_prefill_and_phase_power_rebuild(tmp_path):
 
     assert main(["train", "--recipe", "llm", "--only", "prefill,phase-power", "--out",
                  str(tmp_path), "--json"]) == 0
-    for name in ("llm-prefill", "llm-phase-power"):
-        new = json.loads((tmp_path / name / "config.json").read_text())
-        old = json.loads((shipped_dir() / name / "config.json").read_text())
-        assert new == old, name
+    new = json.loads((tmp_path / "llm-prefill" / "config.json").read_text())
+    assert new == json.loads((shipped_dir() / "llm-prefill" / "config.json").read_text())
+    new = json.loads((tmp_path / "power_model.json").read_text())  # phase-power = power model
+    assert new == json.loads((shipped_dir() / "power_model.json").read_text())

@@ -2,31 +2,40 @@
 average board power bounded to ``[idle, min(power limit, TDP)]``.
 
 Every energy perfcast gives — ``perfcast predict`` (any model, any GPU), the LLM generation
-path (:mod:`perfcast.generation`, through :mod:`perfcast.llm.energy`), ``cost``, ``rank`` and
-``power-limit`` — goes through this module: its bounds (:func:`power_bounds`), its power-limit
-range (:func:`limit_range`, :func:`check_power_limit`), its limit response (:meth:`PowerModel.
-at_limit`, :meth:`PowerModel.slowdown`) and :func:`energy_j`. What differs is only where the
-*unconstrained* power (the power at the default limit, TDP) comes from:
+path (:mod:`perfcast.generation`, through :mod:`perfcast.llm.energy`: prefill and decode),
+``cost``, ``rank``, ``plan`` and ``power-limit`` — goes through this module: its bounds
+(:func:`power_bounds`), its power-limit range (:func:`limit_range`, :func:`check_power_limit`),
+its limit response (:meth:`PowerModel.at_limit`, :meth:`PowerModel.slowdown`) and
+:func:`energy_j`.
 
-* a model graph on a GPU (training or inference): the **power model** (:class:`PowerModel`,
-  shipped as ``perfcast/shipped/power_model.json`` and loaded by
-  ``perfcast.shipped.load_shipped("power-model")``; built by ``perfcast train --recipe power
-  --out perfcast/shipped`` from the Zeus traces, judged in ``reports/energy/``): a logistic
-  model of the GPU's *activity* —
-  the fraction of ``TDP − idle`` drawn above idle — on scale-free utilisation features of one
-  step, computed from the graph's work and the predicted time (:func:`step_features`);
-* an LLM served by an engine (``--mode generate``): the ``llm-power`` model trained on
-  ML.ENERGY's serving measurements (A100 / H100, :mod:`perfcast.llm.model`) — then bounded and
-  multiplied here.
+**One power model for every kind of work** (:class:`PowerModel`, shipped as
+``perfcast/shipped/power_model.json``, loaded by ``perfcast.shipped.load_shipped("power-model")``
+— the ``llm-phase-power`` id reads the same file; built by ``perfcast train --recipe power --out
+perfcast/shipped`` from the Zeus training traces and ML.ENERGY v2's vLLM serving runs per phase,
+judged in ``reports/energy/`` and ``reports/llm/serving.md``). The board power of a step or a
+phase at the default limit is what the GPU *does*::
 
-Physics of a power limit ``L`` (learned from the traces, :class:`PowerModel`): a board that
-draws ``P₀`` at its default limit (TDP) draws ``P(L) = P₀·σ(L)/σ(TDP)``,
-``σ(L) = (1 + (c·L/P₀)⁻ᵏ)^(-1/k)`` — a soft minimum of ``P₀`` and the limit (the regulator caps
-the *peaks*, so the average falls below ``P₀`` already when ``L`` is a little above it) — and
-the step slows as the power is cut: ``T(L) / T₀ = exp(γ·(ln(P₀ / P(L)))^β)`` (β ≈ 2: the first
-tenth of power costs little time — voltage falls with the clock — the next ones ever more). Idle power is the spec's ``idle_w`` when a device has one, else
-:data:`IDLE_FRACTION_OF_TDP` × TDP — an assumption (datacenter GPUs idle at roughly 10–15 % of
-TDP by their NVML readings), stated in every answer that uses it.
+    P₀ = idle + TDP · (static + c · h(compute util) + c_memory · h(memory util))
+
+clipped to ``[idle, TDP]``, with *compute util* = FLOPs ÷ (time × the peak FLOP/s of the
+precision), *memory util* = DRAM bytes ÷ (time × bandwidth), both clipped to [0, 1] — the work
+from perfcast's graph or the LLM's phase, the time the **predicted** one (never a label at
+answer time), ``c`` = ``c_tensor`` at a tensor-core precision (AMP, FP16, BF16 …) else
+``c_compute`` — and ``h(u) = ln(1 + u/u₀) / ln(1 + 1/u₀)`` (``h(0) = 0``, ``h(1) = 1``: a GPU's
+power rises fastest with its first activity, clocks and SMs waking, then saturates; ``u₀`` is
+fitted). ``static`` (the board's draw above idle under any load), ``c_compute``, ``c_tensor``
+and ``c_memory`` are fractions of TDP, so a GPU given only by its spec sheet gets watts of its own
+size; each architecture family (chip, e.g. ``Ampere (GA100)``) that has measurements has its
+own three, shrunk towards the pooled fit; an unseen family takes the pooled three
+(:meth:`PowerModel.coefficients`, said in :meth:`PowerModel.note`).
+
+Physics of a power limit ``L`` (learned from the Zeus traces): a board that draws ``P₀`` at its
+default limit (TDP) draws ``P(L) = P₀·σ(L)/σ(TDP)``, ``σ(L) = (1 + (c·L/P₀)⁻ᵏ)^(-1/k)`` — a soft
+minimum of ``P₀`` and the limit (the regulator caps the *peaks*, so the average falls below
+``P₀`` already when ``L`` is a little above it) — and the step slows as the power is cut:
+``T(L) / T₀ = exp(γ·(ln(P₀ / P(L)))^β)``. Idle power is the spec's ``idle_w`` when a device has
+one, else :data:`IDLE_FRACTION_OF_TDP` × TDP — an assumption (datacenter GPUs idle at roughly
+10–15 % of TDP by their NVML readings), stated in every answer that uses it.
 """
 
 from __future__ import annotations
@@ -42,11 +51,14 @@ from perfcast.errors import PerfcastError
 IDLE_FRACTION_OF_TDP = 0.10
 #: The power model's file name (JSON: coefficients, no pickle).
 MODEL_FILE = "power_model.json"
-#: Per-kernel launch overhead (s) the launch-bound feature counts (the roofline's GPU value).
-LAUNCH_S = 5e-6
-#: Names of :func:`step_features`, in order.
-FEATURES = ("log_compute_util", "log_memory_util", "log_launch_util", "log_intensity_ridge",
-            "log_batch", "half_precision")
+#: Names of :func:`step_features`, in order (achieved fractions of the peaks, in [0, 1]).
+FEATURES = ("compute_util", "memory_util", "tensor_precision")
+#: Precisions whose GEMMs run on tensor cores (their compute coefficient is ``c_tensor``).
+TENSOR_PRECISIONS = ("amp", "fp16", "bf16", "fp8", "int8")
+#: The power model's file format.
+FORMAT = "perfcast-power-model/3"
+#: The coefficients of one family, in order (fractions of TDP).
+COEFFICIENTS = ("static", "c_compute", "c_tensor", "c_memory")
 
 
 # --------------------------------------------------------------------------- bounds and range
@@ -165,60 +177,120 @@ def step_work(cost, batch: int, mode: str, precision: str, optimizer: str | None
     return flops, moved, kernels
 
 
-def step_features(flops: float, moved: float, kernels: float, time_s: float, device,
-                  precision: str, batch: int) -> list[float]:
-    """The :data:`FEATURES` of one step taking ``time_s`` on ``device``: achieved fractions of
-    the peak FLOP/s at the precision, of the DRAM bandwidth and of the time spent launching
-    kernels (log10, clipped to [1e-4, 4]), the step's arithmetic intensity over the device's
-    ridge point (log10), log2 of the batch and whether the precision is a half one. A peak
-    the spec leaves out is the derived one (:func:`perfcast.devices.derive.complete`; the time
-    answer's notes say so)."""
+def peak_flops(device, precision: str) -> float:
+    """FLOP/s of ``device`` at ``precision`` (the spec's, else the derived one of
+    :func:`perfcast.devices.derive.complete`; FP32 when the precision has no peak)."""
     from perfcast.devices.derive import complete
 
     device = complete(device)[0]
-    peak = float(device.peak_tflops(precision) or device.peak_fp32_tflops) * 1e12
-    bw = float(device.bandwidth_gbs) * 1e9
-    t = max(float(time_s), 1e-12)
+    return float(device.peak_tflops(precision) or device.peak_fp32_tflops) * 1e12
 
-    def lg(x: float) -> float:
-        return math.log10(min(max(x, 1e-4), 4.0))
 
-    ai = (flops / max(moved, 1.0)) / (peak / bw)
-    return [lg(flops / (t * peak)), lg(moved / (t * bw)), lg(kernels * LAUNCH_S / t),
-            math.log10(max(ai, 1e-6)), math.log2(max(int(batch), 1)),
-            float(precision in ("amp", "fp16", "bf16"))]
+def utilisations(flops: float, moved: float, seconds: float, device, precision: str,
+                 n_devices: int = 1) -> tuple[float, float]:
+    """``(compute util, memory util)`` per device of work spread over ``n_devices`` taking
+    ``seconds``: FLOPs ÷ (time × the peak of the precision), bytes ÷ (time × bandwidth), each
+    clipped to [0, 1]."""
+    from perfcast.devices.derive import complete
+
+    device = complete(device)[0]
+    t = max(float(seconds), 1e-12) * max(1, int(n_devices))
+    cu = float(flops) / (t * peak_flops(device, precision))
+    mu = float(moved) / (t * float(device.bandwidth_gbs) * 1e9)
+    return min(max(cu, 0.0), 1.0), min(max(mu, 0.0), 1.0)
+
+
+def step_features(flops: float, moved: float, kernels: float, time_s: float, device,
+                  precision: str, batch: int) -> list[float]:
+    """The :data:`FEATURES` of one step taking ``time_s`` (the predicted time) on ``device``:
+    the achieved fractions of the peak FLOP/s at the precision and of the DRAM bandwidth
+    (:func:`utilisations`). ``kernels`` and ``batch`` are accepted for the callers' one
+    signature; the power model reads only what the GPU does per second — and whether the
+    precision runs on tensor cores (a tensor-core FLOP costs less energy than a CUDA-core
+    one, and its peak is several times higher)."""
+    return [*utilisations(flops, moved, time_s, device, precision),
+            float(precision in TENSOR_PRECISIONS)]
+
+
+def family_of(device) -> str:
+    """The architecture family (chip) a device's coefficients are kept by: its spec's
+    ``architecture`` (e.g. ``Ampere (GA100)``: an A40's GA102 with GDDR6 draws otherwise), or
+    ``vendor:key`` when the spec names none."""
+    arch = (getattr(device, "architecture", "") or "").strip()
+    return arch or f"{getattr(device, 'vendor', '')}:{device.key}"
 
 
 # --------------------------------------------------------------------------- the model
 @dataclass
 class PowerModel:
-    """The learned parts: ``coef`` (logistic activity model over :data:`FEATURES`, standardised
-    by ``mean`` / ``scale``; ``coef[0]`` the intercept), the limit response ``k``, ``c`` and the
-    slowdown ``gamma``, ``beta`` (see the module docstring), and ``trained_on`` (provenance)."""
+    """The learned parts (module docstring): ``families`` — per architecture family the
+    :data:`COEFFICIENTS` (``static``, ``c_compute`` — CUDA-core precisions —, ``c_tensor`` —
+    tensor-core precisions —, ``c_memory``: fractions of TDP) —,
+    ``pooled`` (the same three fitted on every family: an unseen family's), ``u0`` (the
+    saturation of the utilisation response), the limit response ``k``, ``c``, the slowdown
+    ``gamma``, ``beta`` and ``trained_on`` (provenance: sources, devices per family, command)."""
 
-    coef: list[float]
-    mean: list[float]
-    scale: list[float]
+    families: dict[str, list[float]]
+    pooled: list[float]
+    u0: float
     k: float
     c: float
     gamma: float
     beta: float
     trained_on: dict[str, Any]
 
-    # -- the three parts ---------------------------------------------------------------
-    def activity(self, feats) -> Any:
-        """Fraction of ``TDP − idle`` drawn above idle at the default limit (0..1), per row of
-        ``feats`` (rows of :data:`FEATURES`)."""
+    # -- the response ------------------------------------------------------------------
+    def response(self, u) -> Any:
+        """``h(u) = ln(1 + u/u₀) / ln(1 + 1/u₀)`` of utilisations ``u`` (clipped to [0, 1])."""
         import numpy as np
 
-        X = (np.atleast_2d(np.asarray(feats, dtype=np.float64)) - self.mean) / self.scale
-        z = self.coef[0] + X @ np.asarray(self.coef[1:])
-        return 1.0 / (1.0 + np.exp(-z))
+        u = np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0)
+        return np.log1p(u / self.u0) / math.log1p(1.0 / self.u0)
+
+    def coefficients(self, device) -> tuple[list[float], str, bool]:
+        """``(static, c_compute, c_tensor, c_memory)`` of ``device``'s family, the family, and whether
+        it was measured (``False``: the pooled fit)."""
+        fam = family_of(device)
+        if fam in self.families:
+            return list(self.families[fam]), fam, True
+        return list(self.pooled), fam, False
+
+    def note(self, device) -> str:
+        """One line: where ``device``'s coefficients come from."""
+        (s, cc, ct, cm), fam, seen = self.coefficients(device)
+        where = (f"fitted on its family {fam}" if seen else
+                 f"its family {fam} has no power measurement: the pooled fit of "
+                 f"{', '.join(sorted(self.families))}")
+        return (f"power coefficients (fractions of TDP: static {s:.2f}, compute {cc:.2f}, "
+                f"tensor compute {ct:.2f}, memory {cm:.2f}) {where}")
+
+    def fraction(self, device, comp_util, mem_util, tensor=True) -> Any:
+        """``static + c·h(compute util) + c_memory·h(memory util)`` (arrays), ``c`` =
+        ``c_tensor`` where ``tensor`` else ``c_compute``."""
+        import numpy as np
+
+        (s, cc, ct, cm), _, _ = self.coefficients(device)
+        c = np.where(np.asarray(tensor, bool), ct, cc)
+        return s + c * self.response(comp_util) + cm * self.response(mem_util)
+
+    def power(self, device, mem_util: float, comp_util: float,
+              limit_w: float | None = None, tensor: bool = True) -> float:
+        """Average board power (W) of one device in a phase or step with these utilisations:
+        ``idle + TDP · fraction`` within ``[idle, TDP]``, then under the limit ``limit_w``
+        (default: none, the default limit) by :meth:`at_limit`. ``tensor``: the compute runs
+        on tensor cores (an LLM's 16-bit phases: the default)."""
+        idle, tdp, _ = power_bounds(device)
+        if tdp is None:
+            raise PerfcastError(f"{device.key} has no TDP in its spec: no power prediction "
+                                f"(add tdp_w to a device spec)")
+        p0 = bounded_power(device, idle + tdp * float(self.fraction(device, comp_util,
+                                                                    mem_util, tensor)))
+        return p0 if limit_w is None else self.at_limit(p0, limit_w, device)
 
     def unconstrained_power(self, feats, device) -> float:
-        """Average board power (W) at the default limit: idle + activity × (TDP − idle)."""
-        idle, tdp, _ = power_bounds(device)
-        return float(idle + float(self.activity(feats)[0]) * (tdp - idle))
+        """Average board power (W) at the default limit of a step of :data:`FEATURES`."""
+        cu, mu, tensor = (float(x) for x in feats[:3])
+        return self.power(device, mu, cu, tensor=bool(tensor))
 
     def at_limit(self, p0: float, limit_w: float, device, default_w: float | None = None
                  ) -> float:
@@ -248,9 +320,12 @@ class PowerModel:
 
     # -- file --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"format": "perfcast-power-model/2", "features": list(FEATURES),
-                "coef": self.coef, "mean": self.mean, "scale": self.scale, "k": self.k,
-                "c": self.c, "gamma": self.gamma, "beta": self.beta, "trained_on": self.trained_on}
+        return {"format": FORMAT, "features": list(FEATURES),
+                "coefficients": list(COEFFICIENTS),
+                "families": {f: [float(x) for x in v] for f, v in sorted(self.families.items())},
+                "pooled": [float(x) for x in self.pooled], "u0": self.u0, "k": self.k,
+                "c": self.c, "gamma": self.gamma, "beta": self.beta,
+                "trained_on": self.trained_on}
 
     def save(self, path: str | Path) -> Path:
         from perfcast.paths import write_file_atomically
@@ -265,13 +340,13 @@ class PowerModel:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PowerModel:
-        if d.get("format") != "perfcast-power-model/2" or list(d.get("features", [])) != \
-                list(FEATURES):
-            raise PerfcastError("not a perfcast power model (format perfcast-power-model/2 with "
-                                f"features {', '.join(FEATURES)})")
-        return cls(coef=[float(x) for x in d["coef"]], mean=[float(x) for x in d["mean"]],
-                   scale=[float(x) for x in d["scale"]], k=float(d["k"]), c=float(d["c"]),
-                   gamma=float(d["gamma"]), beta=float(d["beta"]), trained_on=d.get("trained_on", {}))
+        if d.get("format") != FORMAT or list(d.get("features", [])) != list(FEATURES):
+            raise PerfcastError(f"not a perfcast power model (format {FORMAT} with features "
+                                f"{', '.join(FEATURES)}; rebuild: perfcast train --recipe power)")
+        return cls(families={str(f): [float(x) for x in v] for f, v in d["families"].items()},
+                   pooled=[float(x) for x in d["pooled"]], u0=float(d["u0"]), k=float(d["k"]),
+                   c=float(d["c"]), gamma=float(d["gamma"]), beta=float(d["beta"]),
+                   trained_on=d.get("trained_on", {}))
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
@@ -328,6 +403,8 @@ def _soft(x: float, k: float) -> float:
     return (1.0 + max(x, 1e-9) ** -k) ** (-1.0 / k)
 
 
-__all__ = ["FEATURES", "IDLE_FRACTION_OF_TDP", "LIMIT_STEP_W", "LimitRange", "MODEL_FILE",
-           "PowerModel", "bounded_power", "candidate_limits", "check_power_limit", "energy_j",
-           "limit_range", "power_bounds", "step_features", "step_work", "sweep", "zeus_cost"]
+__all__ = ["COEFFICIENTS", "FEATURES", "FORMAT", "IDLE_FRACTION_OF_TDP", "LIMIT_STEP_W",
+           "LimitRange", "MODEL_FILE", "PowerModel", "bounded_power", "candidate_limits",
+           "check_power_limit", "energy_j", "family_of", "limit_range", "peak_flops",
+           "power_bounds", "step_features", "step_work", "sweep", "utilisations", "zeus_cost",
+           "TENSOR_PRECISIONS"]

@@ -9,15 +9,15 @@ loader, :func:`load_shipped`.
   --out perfcast/shipped``.
 * :data:`ARTEFACTS` — the models outside the manifest, each read by its own class: the LLM
   generation models ``llm-latency`` and ``llm-power``, the prefill constants ``llm-prefill``
-  and the phase power model ``llm-phase-power`` (``perfcast train --recipe llm --out
-  perfcast/shipped``), and the power model ``power-model`` (``perfcast train --recipe power
-  --out perfcast/shipped``).
+  (``perfcast train --recipe llm --out perfcast/shipped``), and the power model
+  ``power-model`` of every step and LLM phase (``perfcast train --recipe power --out
+  perfcast/shipped``; ``llm-phase-power`` names the same file).
 * ``uncertainty.json`` — the calibrated intervals and OOD references of the shipped models (by
   entry ``id``; read by :mod:`perfcast.uncertainty`, located by :func:`shipped_file`), rebuilt
   by ``python benchmarks/uncertainty_report.py`` after the models change.
 
 ``$PERFCAST_SHIPPED_DIR`` replaces this directory (e.g. a ``perfcast train`` output without
-``--out``, in ``<data home>/models/<recipe>``); the power model alone falls back to the
+``--out``, in ``<data home>/models/<recipe>``); the power model (either id) alone falls back to the
 package's when that directory has none. This room is runtime: the research rooms (training,
 evaluation, pretrain …) write these files, the prediction path only reads them, here.
 """
@@ -64,8 +64,9 @@ ARTEFACTS: dict[str, Artefact] = {a.id: a for a in (
              "LLM serving power per GPU (perfcast.llm.model, trained on ML.ENERGY)"),
     Artefact("llm-prefill", "llm-prefill", "llm-prefill",
              "prefill operator and engine constants (perfcast.llm.prefill)"),
-    Artefact("llm-phase-power", "llm-phase-power", "llm-phase-power",
-             "power of the prefill and decode phases (perfcast.llm.energy)"),
+    Artefact("llm-phase-power", "power_model.json", "power-model",
+             "power of the prefill and decode phases: the power model (perfcast.energy)",
+             package_fallback=True),
     Artefact("power-model", "power_model.json", "power-model",
              "power of a training or inference step on a GPU (perfcast.energy)",
              package_fallback=True),
@@ -90,12 +91,6 @@ def _read_prefill(path: str):
     return PrefillConstants.load(path)
 
 
-def _read_phase_power(path: str):
-    from perfcast.llm.energy import PhasePower
-
-    return PhasePower.load(path)
-
-
 def _read_power_model(path: str):
     from perfcast.energy import PowerModel
 
@@ -104,8 +99,7 @@ def _read_power_model(path: str):
 
 #: kind → the reader of a file or directory of that kind.
 READERS = {"predictor": _read_predictor, "llm-generation": _read_llm_generation,
-           "llm-prefill": _read_prefill, "llm-phase-power": _read_phase_power,
-           "power-model": _read_power_model}
+           "llm-prefill": _read_prefill, "power-model": _read_power_model}
 
 
 def shipped_dir() -> Path:

@@ -1,46 +1,29 @@
-"""Fitting the phase power model (:class:`perfcast.llm.energy.PhasePower`) — ``perfcast train
---recipe llm --only phase-power``:
+"""The serving side of the power model's fit (:mod:`perfcast.training.power`): ML.ENERGY v2's
+vLLM runs split into their phases.
 
-1. **ceiling** (:func:`zeus_ceiling`): the median activity ``(P₀ − idle) / (TDP − idle)`` of
-   the Zeus traces' compute-bound training steps (compute utilisation ≥
-   :data:`~perfcast.llm.energy.COMPUTE_BOUND_UTILISATION`) at their default (highest) power
-   limit — what a compute-bound phase draws;
-2. **a₀, a_mem, a_comp** (:func:`fit_phase_power`): least squares on the log of ML.ENERGY's
-   average power per GPU (vLLM serving, A100 / H100), each row's power modelled as the
-   time-weighted mix of its two phases (:func:`serving_phases`): per request, the server spends
-   ``O × token time`` GPU-seconds (measured), of which the request's prefill
-   (:func:`perfcast.llm.prefill.estimate_prefill`) and the rest decode steps of ``Avg BS``
-   sequences. (Fitting on the Zeus steps as well — :func:`zeus_utilisation`, their training
-   steps' utilisation at the default limit — is an option the evaluation reports; it doubles
-   the error on a held-out serving GPU, so the shipped model takes only its ceiling from Zeus.)
+ML.ENERGY measures a server's average power per GPU; :func:`serving_phases` splits each
+request's GPU-seconds (``O × token time``) into its prefill (:func:`perfcast.llm.prefill.
+estimate_prefill`) and decode steps of ``Avg BS`` sequences, with each phase's memory and
+compute utilisation per GPU — the rows the one power model (:class:`perfcast.energy.
+PowerModel`) is fitted on, beside the Zeus training steps.
 
 ML.ENERGY does not publish its prompts' lengths. They are a property of its two workloads
 (``chat``, ``code``), not of the hardware: :func:`fit_prompt_lengths` finds, per workload, the
 mean prompt length whose prefill + decode steps (the prefill model and the learned decode
 model) reproduce the measured token times best — one number per workload, said in
 ``trained_on``.
+
+``perfcast train --recipe llm --only phase-power`` rebuilds the power model
+(:func:`train_phase_power`: the same file as ``perfcast train --recipe power``).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-
-
-def zeus_ceiling(zeus: pd.DataFrame | None = None) -> tuple[float, int]:
-    """(median activity of the compute-bound Zeus steps at their default limit, how many)."""
-    from perfcast.llm.energy import COMPUTE_BOUND_UTILISATION
-    from perfcast.training.power import zeus_frame
-
-    z = zeus if zeus is not None else zeus_frame()
-    top = z[z["power_limit_w"] == z.groupby("config")["power_limit_w"].transform("max")]
-    cb = top[10 ** top["log_compute_util"] >= COMPUTE_BOUND_UTILISATION]
-    act = (cb["p0_w"] - cb["idle_w"]) / (cb["tdp_w"] - cb["idle_w"])
-    return float(np.median(act)), int(len(cb))
 
 
 #: Candidate mean prompt lengths of a workload (tokens).
@@ -158,101 +141,13 @@ def serving_phases(frame: pd.DataFrame, token_time_s=None, prefill_constants=Non
     return out
 
 
-def mixed_power(theta, ceiling: float, ph: pd.DataFrame) -> np.ndarray:
-    """Average power per GPU (W) of each row of :func:`serving_phases` for ``a₀, a_mem,
-    a_comp`` = ``theta``: the phases' powers weighted by their times."""
-    from perfcast.llm.energy import PhasePower
-
-    pp = PhasePower(a0=theta[0], a_mem=theta[1], a_comp=theta[2], ceiling=ceiling)
-    idle, tdp = ph["idle_w"].to_numpy(float), ph["tdp_w"].to_numpy(float)
-    p_pre = idle + (tdp - idle) * pp.activity(ph["mu_pre"], ph["cu_pre"])
-    p_dec = idle + (tdp - idle) * pp.activity(ph["mu_dec"], ph["cu_dec"])
-    t_pre, t_dec = ph["t_pre"].to_numpy(float), ph["t_dec"].to_numpy(float)
-    return (p_pre * t_pre + p_dec * t_dec) / (t_pre + t_dec)
-
-
-def zeus_utilisation(zeus: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The Zeus configurations at their default (highest) power limit: memory and compute
-    utilisation of their training step (compute against the peak of the precision they ran
-    at, capped at 1), idle, TDP and the measured power ``p0_w``."""
-    from perfcast.training.power import zeus_frame
-
-    z = zeus if zeus is not None else zeus_frame()
-    top = z[z["power_limit_w"] == z.groupby("config")["power_limit_w"].transform("max")]
-    return pd.DataFrame({"mu": np.minimum(10 ** top["log_memory_util"], 1.0),
-                         "cu": np.minimum(10 ** top["log_compute_util"], 1.0),
-                         "idle_w": top["idle_w"], "tdp_w": top["tdp_w"], "p0_w": top["p0_w"]})
-
-
-def fit_phase_power(ph: pd.DataFrame, power_w, ceiling: float,
-                    zeus: pd.DataFrame | None = None) -> list[float]:
-    """``[a₀, a_mem, a_comp]`` fitted on rows of :func:`serving_phases` and their measured
-    power per GPU, and on the Zeus steps of :func:`zeus_utilisation` when given (their power
-    at the default limit): least squares on the log power, every row weighing the same."""
-    from scipy.optimize import least_squares
-
-    from perfcast.llm.energy import PhasePower
-
-    y = np.log(np.asarray(power_w, float))
-
-    def resid(z):
-        r = np.log(mixed_power(z, ceiling, ph)) - y
-        if zeus is None or not len(zeus):
-            return r
-        pp = PhasePower(a0=z[0], a_mem=z[1], a_comp=z[2], ceiling=ceiling)
-        idle, tdp = zeus["idle_w"].to_numpy(float), zeus["tdp_w"].to_numpy(float)
-        pz = idle + (tdp - idle) * pp.activity(zeus["mu"], zeus["cu"])
-        return np.concatenate([r, np.log(pz / zeus["p0_w"].to_numpy(float))])
-
-    r = least_squares(resid, np.array([0.1, 1.0, 1.0]), bounds=([-0.5, 0.0, 0.0],
-                                                                 [1.0, 10.0, 20.0]))
-    return [float(v) for v in r.x]
-
-
 def train_phase_power(out_root: str | Path) -> dict[str, Any]:
-    """Fit :class:`~perfcast.llm.energy.PhasePower` on all of ML.ENERGY v2 (and the Zeus
-    ceiling) and write ``<out_root>/llm-phase-power/config.json``."""
-    import hashlib
+    """The power model (:func:`perfcast.training.power.train_power`) written to
+    ``<out_root>/power_model.json``: the phases' power is the power model's."""
+    from perfcast.training.power import train_power
 
-    from perfcast.datasets.llm import load_mlenergy
-    from perfcast.llm.energy import SHIPPED_NAME, PhasePower
-    from perfcast.paths import public_data_dir
-
-    from perfcast.llm.prefill import SHIPPED_NAME as PREFILL, PrefillConstants
-    from perfcast.shipped import load_shipped
-
-    t0 = time.perf_counter()
-    ceiling, n_zeus = zeus_ceiling()
-    me = load_mlenergy()
-    fresh = Path(out_root) / PREFILL
-    consts = PrefillConstants.load(fresh) if (fresh / "config.json").is_file() \
-        else load_shipped(PREFILL)
-    prompts = fit_prompt_lengths(me, prefill_constants=consts)
-    ph = serving_phases(me, prefill_constants=consts,
-                        prompt_len=me["subtask"].fillna("all").map(prompts).to_numpy())
-    a0, am, ac = fit_phase_power(ph, me["power_per_device_w"], ceiling)
-    raw = (public_data_dir() / "mlenergy-leaderboard-v2.csv").read_bytes()
-    pp = PhasePower(a0=a0, a_mem=am, a_comp=ac, ceiling=ceiling, trained_on={
-        "ceiling": {"source": "zeus-power (Zeus NSDI'23 traces)",
-                    "compute_bound_steps": n_zeus,
-                    "rule": "median (P0 - idle) / (TDP - idle) of the configurations whose "
-                            "compute utilisation at the default limit is >= 0.3"},
-        "coefficients": {"source": "mlenergy-v2 (vLLM serving: both phases mixed); the Zeus "
-                                   "training steps set the ceiling only (fitting on them too "
-                                   "doubles the held-out error: reports/llm/serving.md)",
-                         "file": "mlenergy-leaderboard-v2.csv",
-                         "sha256": hashlib.sha256(raw).hexdigest(), "records": int(len(me)),
-                         "devices": sorted(me["device"].unique().tolist()),
-                         "prompt_tokens_by_workload": prompts,
-                         "prompt_lengths": "not published by ML.ENERGY: fitted per workload "
-                                           "(fit_prompt_lengths) on the measured token times"},
-        "evaluation": "reports/llm/serving.md",
-        "command": "perfcast train --recipe llm --only phase-power --out perfcast/shipped"})
-    path = pp.save(Path(out_root) / SHIPPED_NAME)
-    return {"path": str(path.parent), "records": int(len(me)),
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return train_power(out_root)
 
 
-__all__ = ["PROMPT_GRID", "zeus_utilisation", "decode_steps", "fit_phase_power", "fit_prompt_lengths",
-           "prefill_per_request", "mixed_power", "serving_phases", "train_phase_power",
-           "zeus_ceiling"]
+__all__ = ["PROMPT_GRID", "decode_steps", "fit_prompt_lengths", "prefill_per_request",
+           "serving_phases", "train_phase_power"]

@@ -1,25 +1,33 @@
-"""The shipped power model (:mod:`perfcast.energy`), trained on the Zeus traces.
+"""The shipped power model (:mod:`perfcast.energy`), trained on every power measurement:
+the Zeus training traces and ML.ENERGY v2's vLLM serving runs (per phase).
 
     perfcast train --recipe power --out perfcast/shipped     # rebuild the shipped file
 
 (without ``--out`` into ``<data home>/models/power``; use it through ``PERFCAST_SHIPPED_DIR``).
-Fixed and deterministic: the same traces give the same file, byte for byte.
+Fixed and deterministic: the same data give the same file.
 
-Each trace row is one (GPU, workload, batch, optimizer, power limit). Its *configuration* is the
-row without the limit; the row at the configuration's highest limit (the GPU's maximum = its
-TDP) gives the unconstrained power ``P₀`` and time ``T₀``. The three parts of
-:class:`~perfcast.energy.PowerModel` are fitted in turn, each by least squares:
+* **Zeus** (:func:`zeus_frame`): each row one (GPU, workload, batch, optimizer, power limit);
+  its *configuration* is the row without the limit; the row at the configuration's highest
+  limit (TDP) gives the unconstrained power ``P₀`` and step time ``T₀``, the step's FLOPs and
+  bytes come from the workload's perfcast graph.
+* **ML.ENERGY v2** (:func:`serving_frame`): each row a vLLM server at its max batch; its
+  measured power per GPU is the time-weighted mix of the request's prefill and the decode
+  steps (:func:`perfcast.training.phase_power.serving_phases`: the prefill model's time and
+  work, the decode step's work at the running batch, the measured token time; the workloads'
+  unpublished prompt lengths fitted on the token times).
 
-1. **activity** — on the highest-limit rows: ``(P₀ − idle) / (TDP − idle)`` from the step's
-   :func:`~perfcast.energy.step_features` at the measured ``T₀`` (a logistic model, L2
-   penalty :data:`RIDGE`; the step's FLOPs and bytes from the workload's perfcast graph);
-2. **limit response** ``k``, ``c`` — on every row: ``P(L) / P₀`` from ``L / P₀`` (measured
-   ``P₀``);
-3. **slowdown** ``γ``, ``β`` — on every row: ``log T(L)/T₀ = γ·(ln(P₀ / P(L)))^β`` from the
-   modelled ``P(L)`` and the measured ``P₀``.
+Fitted in turn, each by least squares (:func:`fit_power_model`):
 
-:func:`zeus_frame` is the table all of this reads (also what ``benchmarks/energy_report.py``
-evaluates leave-one-GPU-out and leave-one-workload-out).
+1. ``u₀`` and the **pooled** ``static, c_compute, c_tensor, c_memory`` (Zeus trained in
+   FP32 on CUDA cores: ``c_compute``; vLLM's 16-bit GEMMs run on tensor cores: ``c_tensor``) on the log of every row's power,
+   each source weighing the same;
+2. per architecture family the same three, shrunk towards the pooled ones (penalty
+   :data:`SHRINK`, fixed before any evaluation);
+3. the **limit response** ``k``, ``c`` on every Zeus row: ``P(L) / P₀`` from ``L / P₀``
+   (measured ``P₀``), and the **slowdown** ``γ``, ``β``: ``log T(L)/T₀ = γ·(ln(P₀ / P(L)))^β``.
+
+``benchmarks/energy_report.py`` evaluates it leave-one-GPU-out, leave-one-workload-out and
+leave-one-source-out.
 """
 
 from __future__ import annotations
@@ -89,34 +97,128 @@ def _optimizer(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- fitting
-def fit_power_model(frame: pd.DataFrame):
-    """A :class:`~perfcast.energy.PowerModel` fitted on ``frame`` (rows of :func:`zeus_frame`)."""
+#: Penalty pulling a family's coefficients towards the pooled ones (per coefficient, in units
+#: of the mean squared log error of one source).
+SHRINK = 0.05
+#: Bounds of ``static, c_compute, c_memory`` (fractions of TDP).
+COEF_BOUNDS = ([0.0, 0.0, 0.0, 0.0], [1.0, 1.5, 1.5, 1.5])
+
+
+def serving_frame(mlenergy: pd.DataFrame | None = None, prefill_constants=None,
+                  latency_model=None, prompts: dict[str, int] | None = None) -> pd.DataFrame:
+    """ML.ENERGY v2 (:func:`perfcast.datasets.llm.load_mlenergy`) + per row its phases
+    (:func:`perfcast.training.phase_power.serving_phases` at the measured token time, the
+    workloads' prompt lengths fitted by :func:`~perfcast.training.phase_power.
+    fit_prompt_lengths` unless given: ``prompt_len``) and ``family``."""
+    from perfcast.datasets.llm import load_mlenergy
+    from perfcast.devices import get_device
+    from perfcast.energy import family_of
+    from perfcast.shipped import load_shipped
+    from perfcast.training.phase_power import fit_prompt_lengths, serving_phases
+
+    me = load_mlenergy() if mlenergy is None else mlenergy
+    consts = prefill_constants or load_shipped("llm-prefill")
+    if prompts is None:
+        prompts = fit_prompt_lengths(me, latency_model=latency_model, prefill_constants=consts)
+    plen = me["subtask"].fillna("all").map(prompts).to_numpy()
+    ph = serving_phases(me, prefill_constants=consts, prompt_len=plen)
+    out = pd.concat([me, ph.drop(columns=["idle_w", "tdp_w"])], axis=1)
+    out["idle_w"], out["tdp_w"] = ph["idle_w"].astype(float), ph["tdp_w"].astype(float)
+    out["prompt_len"] = plen
+    out["family"] = [family_of(get_device(d)) for d in me["device"]]
+    out.attrs["prompts"] = dict(prompts)
+    return out
+
+
+def _zeus_top(zeus: pd.DataFrame) -> pd.DataFrame:
+    """The Zeus configurations at their default (highest) limit, with ``cu`` / ``mu`` and
+    ``family``."""
+    from perfcast.devices import get_device
+    from perfcast.energy import family_of
+
+    top = zeus[zeus["power_limit_w"] == zeus.groupby("config")["power_limit_w"]
+               .transform("max")].copy()
+    top["cu"] = top["compute_util"].to_numpy(float)
+    top["mu"] = top["memory_util"].to_numpy(float)
+    top["tensor"] = top["tensor_precision"].to_numpy(float) > 0
+    top["family"] = [family_of(get_device(d)) for d in top["device"]]
+    return top
+
+
+def _power(idle, tdp, theta, h, cu, mu, tensor):
+    c = np.where(tensor, theta[2], theta[1])
+    return np.clip(idle + tdp * (theta[0] + c * h(cu) + theta[3] * h(mu)), idle, tdp)
+
+
+def _h(u0: float):
+    return lambda u: np.log1p(np.clip(u, 0, 1) / u0) / math.log1p(1.0 / u0)
+
+
+def serving_power(theta, u0: float, sv: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """(mixed power, prefill power, decode power) per GPU (W) of rows of
+    :func:`serving_frame` for one family's ``theta``."""
+    h = _h(u0)
+    idle, tdp = sv["idle_w"].to_numpy(float), sv["tdp_w"].to_numpy(float)
+    p_pre = _power(idle, tdp, theta, h, sv["cu_pre"].to_numpy(float),
+                   sv["mu_pre"].to_numpy(float), True)
+    p_dec = _power(idle, tdp, theta, h, sv["cu_dec"].to_numpy(float),
+                   sv["mu_dec"].to_numpy(float), True)
+    t_pre, t_dec = sv["t_pre"].to_numpy(float), sv["t_dec"].to_numpy(float)
+    return (p_pre * t_pre + p_dec * t_dec) / (t_pre + t_dec), p_pre, p_dec
+
+
+def _residuals(theta, u0, top, sv):
+    out = []
+    if top is not None and len(top):
+        p = _power(top["idle_w"].to_numpy(float), top["tdp_w"].to_numpy(float), theta, _h(u0),
+                   top["cu"].to_numpy(float), top["mu"].to_numpy(float),
+                   top["tensor"].to_numpy(bool))
+        out.append(np.log(p / top["p0_w"].to_numpy(float)) / math.sqrt(len(top)))
+    if sv is not None and len(sv):
+        p = serving_power(theta, u0, sv)[0]
+        out.append(np.log(p / sv["power_per_device_w"].to_numpy(float)) / math.sqrt(len(sv)))
+    return np.concatenate(out)
+
+
+def fit_coefficients(zeus: pd.DataFrame | None, serving: pd.DataFrame | None
+                     ) -> tuple[float, list[float], dict[str, list[float]]]:
+    """``(u₀, pooled, {family: coefficients})`` fitted on Zeus rows (:func:`zeus_frame`) and
+    serving rows (:func:`serving_frame`), either may be ``None``."""
     from scipy.optimize import least_squares
 
-    from perfcast.energy import FEATURES, PowerModel
+    top = _zeus_top(zeus) if zeus is not None and len(zeus) else None
+    sv = serving if serving is not None and len(serving) else None
 
-    top = frame[frame["power_limit_w"] == frame.groupby("config")["power_limit_w"]
-                .transform("max")]
-    X = top[list(FEATURES)].to_numpy(np.float64)
-    mean, scale = X.mean(axis=0), X.std(axis=0)
-    scale[scale == 0] = 1.0
-    Z = (X - mean) / scale
-    y = ((top["p0_w"] - top["idle_w"]) / (top["tdp_w"] - top["idle_w"])).to_numpy()
-    span = (top["tdp_w"] - top["idle_w"]).to_numpy()
-    p0 = top["p0_w"].to_numpy()
+    def res_pool(v):
+        return _residuals(v[1:], math.exp(v[0]), top, sv)
 
-    def res_a(theta):
-        z = theta[0] + Z @ theta[1:]
-        a = 1.0 / (1.0 + np.exp(-z))
-        # relative error of the power itself
-        return np.concatenate([(top["idle_w"].to_numpy() + a * span - p0) / p0,
-                               math.sqrt(RIDGE) * theta[1:]])
+    lo, hi = COEF_BOUNDS
+    v = least_squares(res_pool, [math.log(0.1), 0.15, 0.5, 0.5, 0.3],
+                      bounds=([math.log(1e-3), *lo], [math.log(1e3), *hi])).x
+    u0, pooled = float(math.exp(v[0])), [float(x) for x in v[1:]]
+    fams = sorted(set(top["family"] if top is not None else ())
+                  | set(sv["family"] if sv is not None else ()))
+    families = {}
+    for f in fams:
+        t_f = top[top["family"] == f] if top is not None else None
+        s_f = sv[sv["family"] == f] if sv is not None else None
 
-    theta = least_squares(res_a, np.zeros(Z.shape[1] + 1), method="lm").x
-    # limit response on every row, from the measured P0
+        def res_f(th, t_f=t_f, s_f=s_f):
+            return np.concatenate([_residuals(th, u0, t_f, s_f),
+                                   math.sqrt(SHRINK) * (np.asarray(th) - pooled)])
+
+        th = least_squares(res_f, pooled, bounds=COEF_BOUNDS).x
+        families[f] = [float(x) for x in th]
+    return u0, pooled, families
+
+
+def fit_limit_response(frame: pd.DataFrame) -> tuple[float, float, float, float]:
+    """``(k, c, γ, β)`` of the limit response and the slowdown on every Zeus row."""
+    from scipy.optimize import least_squares
+
     P0, L, P = (frame[c].to_numpy(np.float64) for c in ("p0_w", "power_limit_w", "power_w"))
     idle, tdp = frame["idle_w"].to_numpy(), frame["tdp_w"].to_numpy()
-
     Ld = frame.groupby("config")["power_limit_w"].transform("max").to_numpy(np.float64)
 
     def soft(x, k):
@@ -130,39 +232,52 @@ def fit_power_model(frame: pd.DataFrame):
         return (p_at(v[0], v[1]) - P) / P
 
     k, c = least_squares(res_l, [6.0, 1.0], bounds=([1.0, 0.7], [50.0, 1.2])).x
-    # slowdown on every row, from the modelled P(L)
     pl = p_at(k, c)
     tr = (frame["time_ms"] / frame["t0_ms"]).to_numpy()
 
     def res_t(v):
         g, b = v
-        pred = g * np.log(P0 / np.minimum(pl, P0)) ** b
-        return pred - np.log(tr)
+        return g * np.log(P0 / np.minimum(pl, P0)) ** b - np.log(tr)
 
     g, b = least_squares(res_t, [1.0, 2.0], bounds=([0.0, 1.0], [10.0, 4.0])).x
-    return PowerModel(coef=[float(x) for x in theta], mean=[float(x) for x in mean],
-                      scale=[float(x) for x in scale], k=float(k), c=float(c), gamma=float(g),
-                      beta=float(b), trained_on={})
+    return float(k), float(c), float(g), float(b)
+
+
+def fit_power_model(frame: pd.DataFrame | None, serving: pd.DataFrame | None = None,
+                    limit_frame: pd.DataFrame | None = None):
+    """A :class:`~perfcast.energy.PowerModel` fitted on Zeus rows ``frame`` (:func:`zeus_frame`)
+    and serving rows ``serving`` (:func:`serving_frame`); the limit response on
+    ``limit_frame`` (default ``frame``: Zeus rows are the only ones under a power limit)."""
+    from perfcast.energy import PowerModel
+
+    u0, pooled, families = fit_coefficients(frame, serving)
+    lf = frame if limit_frame is None else limit_frame
+    k, c, g, b = fit_limit_response(lf)
+    return PowerModel(families=families, pooled=pooled, u0=u0, k=k, c=c, gamma=g, beta=b,
+                      trained_on={})
 
 
 def predict_frame(model, frame: pd.DataFrame, t0_ms=None) -> pd.DataFrame:
-    """Per row of ``frame``: ``pred_p0_w`` (unconstrained), ``pred_power_w`` at the row's limit,
-    ``pred_slowdown``, ``pred_time_ms`` (``t0_ms`` — measured unless given — × slowdown) and
-    ``pred_energy_per_epoch_j`` (power × time per step × steps)."""
+    """Per Zeus row of ``frame``: ``pred_p0_w`` (unconstrained, from the row's utilisations at
+    ``t0_ms`` — measured unless given), ``pred_power_w`` at the row's limit, ``pred_slowdown``,
+    ``pred_time_ms`` (``t0_ms`` × slowdown) and ``pred_energy_per_epoch_j`` (power × time per
+    step × steps)."""
     from perfcast.devices import get_device
-    from perfcast.energy import FEATURES
+    from perfcast.energy import step_features
 
     out = frame.copy()
     t0 = frame["t0_ms"].to_numpy() if t0_ms is None else np.asarray(t0_ms, dtype=np.float64)
-    a = model.activity(frame[list(FEATURES)].to_numpy(np.float64))
-    p0 = frame["idle_w"].to_numpy() + a * (frame["tdp_w"] - frame["idle_w"]).to_numpy()
-    p, sd = [], []
     top = frame.groupby("config")["power_limit_w"].transform("max")
-    for dev_key, p0_i, lim, dflt in zip(frame["device"], p0, frame["power_limit_w"], top):
-        dev = get_device(dev_key)
-        pi = model.at_limit(float(p0_i), float(lim), dev, float(dflt))
+    p0, p, sd = [], [], []
+    for r, t_i, dflt in zip(frame.itertuples(index=False), t0, top):
+        dev = get_device(r.device)
+        feats = step_features(r.flops, r.bytes, r.kernels, t_i / 1e3, dev, ZEUS_PRECISION,
+                              int(r.batch_size))
+        p0_i = model.unconstrained_power(feats, dev)
+        pi = model.at_limit(p0_i, float(r.power_limit_w), dev, float(dflt))
+        p0.append(p0_i)
         p.append(pi)
-        sd.append(model.slowdown(float(p0_i), pi, dev))
+        sd.append(model.slowdown(p0_i, pi, dev))
     out["pred_p0_w"], out["pred_power_w"], out["pred_slowdown"] = p0, p, sd
     out["pred_time_ms"] = t0 * np.asarray(sd)
     out["pred_energy_per_epoch_j"] = (out["pred_power_w"] * out["pred_time_ms"] / 1e3
@@ -170,30 +285,70 @@ def predict_frame(model, frame: pd.DataFrame, t0_ms=None) -> pd.DataFrame:
     return out
 
 
+def predict_serving(model, sv: pd.DataFrame) -> pd.DataFrame:
+    """Per serving row of ``sv`` (:func:`serving_frame`, its phases at whatever token time they
+    were computed with): ``pred_prefill_w``, ``pred_decode_w`` and the time-weighted
+    ``pred_power_w`` per GPU, from the model's coefficients of the row's device (its family's,
+    else the pooled ones)."""
+    from perfcast.devices import get_device
+
+    out = sv.copy()
+    mix, pre, dec = np.zeros(len(sv)), np.zeros(len(sv)), np.zeros(len(sv))
+    for key, idx in sv.groupby("device").indices.items():
+        theta = model.coefficients(get_device(key))[0]
+        mix[idx], pre[idx], dec[idx] = serving_power(theta, model.u0, sv.iloc[idx])
+    out["pred_power_w"], out["pred_prefill_w"], out["pred_decode_w"] = mix, pre, dec
+    return out
+
+
 def train_power(out_root: str | Path | None = None, data_dir=None) -> dict[str, Any]:
-    """Fit on every trace row and save ``power_model.json`` under ``out_root`` (default
-    ``<data home>/models/power``)."""
+    """Fit on every Zeus trace row and every ML.ENERGY v2 serving row and save
+    ``power_model.json`` under ``out_root`` (default ``<data home>/models/power``)."""
     import time
 
     from perfcast.datasets.zeus import FILES
     from perfcast.datasets._base import resolve_data_dir
+    from perfcast.paths import public_data_dir
     from perfcast.training.trainer import default_recipe_dir
 
     t = time.perf_counter()
     root = Path(out_root) if out_root else default_recipe_dir("power")
     frame = zeus_frame(data_dir)
-    m = fit_power_model(frame)
+    sv = serving_frame()
+    m = fit_power_model(frame, sv)
     base = resolve_data_dir(data_dir)
-    m.trained_on = {"source": ["zeus-power (Zeus NSDI'23 traces, ml-energy/zeus)"],
-                    "families": int(frame["workload"].nunique()),
-                    "files": {Path(f).name: hashlib.sha256((base / f).read_bytes()).hexdigest()
-                              for f in FILES.values()},
-                    "records": int(len(frame)), "configurations": int(frame["config"].nunique()),
-                    "devices": sorted(frame["device"].unique().tolist()),
-                    "workloads": sorted(frame["workload"].unique().tolist()),
-                    "evaluation": "reports/energy/README.md", "command": COMMAND}
+    raw = (public_data_dir() / "mlenergy-leaderboard-v2.csv").read_bytes()
+    from perfcast.devices import get_device
+    from perfcast.energy import family_of
+
+    fam_dev: dict[str, list[str]] = {}
+    for d in sorted({*frame["device"], *sv["device"]}):
+        fam_dev.setdefault(family_of(get_device(d)), []).append(d)
+    m.trained_on = {
+        "source": ["zeus-power (Zeus NSDI'23 traces, ml-energy/zeus): training steps at "
+                   "every power limit",
+                   "mlenergy-v2 (ML.ENERGY leaderboard v2, vLLM 0.5.4): serving, prefill and "
+                   "decode mixed by their predicted times"],
+        "files": {**{Path(f).name: hashlib.sha256((base / f).read_bytes()).hexdigest()
+                     for f in FILES.values()},
+                  "mlenergy-leaderboard-v2.csv": hashlib.sha256(raw).hexdigest()},
+        "records": {"zeus": int(len(frame)), "mlenergy-v2": int(len(sv))},
+        "configurations": int(frame["config"].nunique()),
+        "devices": sorted({*frame["device"], *sv["device"]}),
+        "families": dict(sorted(fam_dev.items())),
+        "workloads": sorted(frame["workload"].unique().tolist()),
+        "prompt_tokens_by_workload": sv.attrs.get("prompts", {}),
+        "prompt_lengths": "not published by ML.ENERGY: fitted per workload "
+                          "(perfcast.training.phase_power.fit_prompt_lengths) on the measured "
+                          "token times",
+        "unseen_family": "the pooled coefficients",
+        "shrink": SHRINK,
+        "evaluation": "reports/energy/README.md, reports/llm/serving.md", "command": COMMAND}
     path = m.save(root)
-    return {"path": str(path), "records": len(frame), "seconds": round(time.perf_counter() - t, 1)}
+    return {"path": str(path), "records": len(frame) + len(sv),
+            "seconds": round(time.perf_counter() - t, 1)}
 
 
-__all__ = ["COMMAND", "fit_power_model", "predict_frame", "train_power", "zeus_frame"]
+__all__ = ["COEF_BOUNDS", "COMMAND", "SHRINK", "fit_coefficients", "fit_limit_response",
+           "fit_power_model", "predict_frame", "predict_serving", "serving_frame",
+           "serving_power", "train_power", "zeus_frame"]
