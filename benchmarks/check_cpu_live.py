@@ -8,7 +8,12 @@ and 4 and a training step at batch 1, measured by the profiler in isolated proce
 same thread count. Prints one row per configuration and the MAPE (and ``--json``).
 
     python benchmarks/check_cpu_live.py [--threads 1] [--cpus 1] [--models ...] [--json]
-        [--out reports/cpu/live.csv]
+        [--out reports/cpu/live.csv] [--unscaled]
+
+The shipped CPU model answers scaled to this machine by its probe (perfcast.devices.probe; run
+on the first CPU prediction, cached); the probes and ratios are printed at the end.
+``--unscaled`` predicts every row a second time without it (``PERFCAST_PROBE=off``), so the
+before / after of the probe is read on the same measurements.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=3.0)
     ap.add_argument("--out", type=Path, default=None, help="write the rows as CSV")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--unscaled", action="store_true",
+                    help="also predict every row without this machine's probe "
+                         "(PERFCAST_PROBE=off, in a subprocess): before / after on the same "
+                         "measurements")
     a = ap.parse_args()
 
     import numpy as np
@@ -70,6 +79,12 @@ def main() -> int:
                 print(f"{model:38s} {mode:5s} b{batch:<3d} measured {r['measured_ms']:9.1f} ms  "
                       f"predicted {r['predicted_ms']:9.1f} ms  ({r['predictor']})  "
                       f"{100 * r['ape']:5.1f} %", flush=True)
+    probe = _probe_notes(a.threads)
+    if a.unscaled and rows:
+        raw = _predict_unscaled(rows)
+        for r, v in zip(rows, raw):
+            r["unscaled_ms"] = v
+            r["ape_unscaled"] = abs(v / r["measured_ms"] - 1)
     df = pd.DataFrame(rows)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +94,16 @@ def main() -> int:
                "mape": float(np.mean(df["ape"])) if len(df) else None,
                "mape_infer": float(df.loc[df["mode"] == "infer", "ape"].mean()) if len(df) else None,
                "mape_train": float(df.loc[df["mode"] == "train", "ape"].mean()) if len(df) else None,
-               "seconds": round(time.time() - t0, 1)}
+               "seconds": round(time.time() - t0, 1), "probe": probe}
+    if a.unscaled and len(df):
+        summary.update({
+            "mape_unscaled": float(np.mean(df["ape_unscaled"])),
+            "mape_infer_unscaled": float(df.loc[df["mode"] == "infer", "ape_unscaled"].mean()),
+            "mape_train_unscaled": float(df.loc[df["mode"] == "train", "ape_unscaled"].mean()),
+            "median_predicted_over_measured": float(np.median(df["predicted_ms"]
+                                                              / df["measured_ms"])),
+            "median_unscaled_over_measured": float(np.median(df["unscaled_ms"]
+                                                             / df["measured_ms"]))})
     if a.json:
         print(json.dumps({"summary": summary, "rows": rows}, indent=1))
     else:
@@ -87,7 +111,44 @@ def main() -> int:
               f"models not in any training set, {a.threads} thread(s): MAPE "
               f"{100 * summary['mape']:.1f} % (infer {100 * summary['mape_infer']:.1f} %, "
               f"train {100 * summary['mape_train']:.1f} %), {summary['seconds']:.0f} s")
+        if "mape_unscaled" in summary:
+            print(f"without this machine's probe (PERFCAST_PROBE=off): MAPE "
+                  f"{100 * summary['mape_unscaled']:.1f} % (infer "
+                  f"{100 * summary['mape_infer_unscaled']:.1f} %, train "
+                  f"{100 * summary['mape_train_unscaled']:.1f} %); predicted / measured, median: "
+                  f"{summary['median_predicted_over_measured']:.2f} with the probe, "
+                  f"{summary['median_unscaled_over_measured']:.2f} without")
+        for line in probe:
+            print(f"probe: {line}")
     return 0
+
+
+def _probe_notes(threads: int) -> list[str]:
+    """The probe notes of the shipped CPU model at ``threads`` (this machine's probe, the
+    reference, the ratios), as a prediction gives them."""
+    import perfcast
+
+    p = perfcast.predict("timm:resnet18", device="cpu", batch_size=1, mode="infer",
+                         precision="fp32", threads=threads)
+    keep = ("this machine", "the training machine", "scaled by", "not scaled",
+            "calibrated on this machine")
+    return [n.removeprefix("time_ms: ") for n in p.notes
+            if n.startswith("time_ms: ") and n.removeprefix("time_ms: ").startswith(keep)]
+
+
+def _predict_unscaled(rows: list[dict]) -> list[float]:
+    """Every row predicted again in a fresh process with ``PERFCAST_PROBE=off``."""
+    import subprocess
+
+    code = ("import json, sys, perfcast\n"
+            "rows = json.loads(sys.stdin.read())\n"
+            "print(json.dumps([perfcast.predict(r['model'], device='cpu', "
+            "batch_size=r['batch_size'], mode=r['mode'], precision='fp32', "
+            "threads=r['threads']).time_ms for r in rows]))")
+    env = {**os.environ, "PERFCAST_PROBE": "off"}
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(rows), env=env,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -155,6 +155,71 @@ def _gflop(terms) -> np.ndarray:
     return terms[[f"{c}.{p}.gflop" for c in CLASSES for p in PHASES]].to_numpy(float).sum(axis=1)
 
 
+#: Environment variable: ``off`` answers without this machine's probe (as ``probe="off"``).
+PROBE_ENV = "PERFCAST_PROBE"
+#: Op groups whose time is compute-bound on a CPU (scaled by the GEMM ratio); the others are
+#: memory-bound (the copy ratio) — depthwise convolutions run at 1–17 GFLOP/s here
+#: (reports/cpu/oracle.md), far from the GEMM peak, as streaming kernels do.
+COMPUTE_GROUPS = ("conv", "gemm", "attention")
+
+
+def _column_kinds(columns: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Per physics column, ``(ratio of its work part, ratio of its dispatch part)`` — keys of
+    :func:`perfcast.devices.probe.time_ratios`."""
+    out = []
+    for c in columns:
+        parts = c.split(".")
+        back = "dispatch_bwd" if any(p in ("bwd", "backward") for p in parts) else "dispatch_fwd"
+        if c == "step" or parts[0] == "nodes" or parts[-1] == "launches":
+            out.append((back, back))
+        elif parts[-1] == "compute" or (parts[-1] in ("fwd", "bwd")
+                                        and parts[0] in COMPUTE_GROUPS):
+            out.append(("compute", back))
+        else:  # memory-bound groups, other.work (views and unmodelled nodes), optimizer.memory
+            out.append(("memory", back))
+    return out
+
+
+def local_dataset_reference() -> dict[str, Any]:
+    """The reference probe of the machine the project's CPU dataset was measured on, from its
+    own records (:func:`perfcast.devices.probe.reference_from_records`): ``cpu/machine.json``
+    and ``cpu/ops-t1.csv`` of :func:`perfcast.paths.local_datasets_dir`, and what its
+    measurements recorded of the machine (``env_json`` of ``cpu/measurements.db``)."""
+    import csv
+    import sqlite3
+    from collections import Counter
+
+    from perfcast.devices.probe import reference_from_records
+    from perfcast.paths import local_datasets_dir
+
+    root = local_datasets_dir() / "cpu"
+    try:
+        machine = json.loads((root / "machine.json").read_text())
+        with open(root / "ops-t1.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, ValueError) as exc:
+        raise PerfcastError(f"kernelsum: the CPU dataset's machine records are unreadable "
+                            f"({exc})") from None
+    about: dict[str, Any] = {}
+    try:
+        con = sqlite3.connect(f"file:{root / 'measurements.db'}?mode=ro", uri=True)
+        envs = Counter()
+        for (e,) in con.execute("SELECT env_json FROM measurements WHERE device = 'cpu'"):
+            d = json.loads(e) if e else {}
+            envs[json.dumps({k: d.get(k) for k in ("cpu_model", "logical_cpus", "platform",
+                                                   "torch")}, sort_keys=True)] += 1
+        con.close()
+        if envs:
+            top, n = envs.most_common(1)[0]
+            about = {**json.loads(top), "records": n, "of": sum(envs.values())}
+    except (sqlite3.Error, ValueError):
+        pass
+    return reference_from_records(
+        machine, rows, about=about,
+        source="the CPU dataset's machine.json (measured "
+               f"{machine.get('measured_at', '?')}) and ops-t1.csv")
+
+
 @register_predictor
 class KernelSumPredictor(Predictor):
     """See the module docstring. Hyper-parameters: ``machine`` (``"auto"``: the profile
@@ -180,7 +245,7 @@ class KernelSumPredictor(Predictor):
     def default_params(cls) -> dict[str, Any]:
         return {"machine": "auto", "correction": "xgboost", "max_correction": 0.3,
                 "xgb_rounds": 150, "xgb_depth": 3, "warm_start": False, "prior_records": 20.0,
-                "ops": None}
+                "ops": None, "probe": "auto"}
 
     # ----------------------------------------------------------------------------- physics
     def _profile(self):
@@ -249,6 +314,14 @@ class KernelSumPredictor(Predictor):
     def _op_physics(self, fs: FeatureSet) -> np.ndarray:
         """The :data:`OP_COLUMNS` matrix: every node of every record priced by the operator
         model at the record's batch and threads."""
+        return self._op_physics_split(fs, None)[0]
+
+    def _op_physics_split(self, fs: FeatureSet,
+                          floors: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, D)``: :meth:`_op_physics`'s matrix and, with ``floors`` (ms per forward and
+        backward call of a tiny op on the machine the operator model was measured on), the part
+        of each group column that is dispatch: per node ``min(time, floor)`` (zeros without
+        ``floors``)."""
         from perfcast.features.kernels import OPTIMIZER_PASSES
         from perfcast.predictors.opmodel import node_frame
 
@@ -258,11 +331,13 @@ class KernelSumPredictor(Predictor):
         frames, owners = [], []
         n_nodes = np.zeros(len(fs))
         X = np.zeros((len(fs), len(OP_COLUMNS)))
+        D = np.zeros((len(fs), len(OP_COLUMNS)))
         col = {c: j for j, c in enumerate(OP_COLUMNS)}
         # memo per process: the operator terms depend on the graph, batch, mode, optimizer,
         # threads, the machine and the operator model only (not on the NNLS fit)
         tag = (json.dumps(prof.to_dict(), sort_keys=True),
-               json.dumps(getattr(self, "op_trained_on_", {}), sort_keys=True))
+               json.dumps(getattr(self, "op_trained_on_", {}), sort_keys=True), floors)
+        k_cols = len(OP_COLUMNS)
         keys: list[tuple | None] = []
         for i, rec in enumerate(recs):
             gk = rec.get("graph_key")
@@ -272,12 +347,13 @@ class KernelSumPredictor(Predictor):
         todo = [i for i, k in enumerate(keys) if k is None or k not in _OP_TERMS]
         for i, k in enumerate(keys):
             if k is not None and k in _OP_TERMS:
-                X[i] = _OP_TERMS[k]
+                X[i], D[i] = _OP_TERMS[k][:k_cols], _OP_TERMS[k][k_cols:]
         for i in todo:
             rec = recs[i]
             plan = fs.plans[fs.graph_index[i]] if fs.plans else None
             if plan is None:
                 X[i] = np.nan
+                D[i] = np.nan
                 continue
             g, b = prof.at(int(th[i]))
             nodes = list(plan.nodes_at(int(rec["batch_size"])))
@@ -304,14 +380,18 @@ class KernelSumPredictor(Predictor):
                 np.add.at(X[:, col[f"{gname}.fwd"]], own[m], fwd[m])
                 mb = m & train & np.isfinite(bwd)
                 np.add.at(X[:, col[f"{gname}.bwd"]], own[mb], bwd[mb])
+                if floors is not None:
+                    np.add.at(D[:, col[f"{gname}.fwd"]], own[m], np.minimum(fwd[m], floors[0]))
+                    np.add.at(D[:, col[f"{gname}.bwd"]], own[mb],
+                              np.minimum(bwd[mb], floors[1]))
             other = ~modeled
             np.add.at(X[:, col["other.work"]], own[other], work[other] * np.where(train[other],
                                                                                   3.0, 1.0))
         X[:, col["step"]] = 1.0
         for i in todo:
             if keys[i] is not None:
-                _OP_TERMS[keys[i]] = X[i].copy()
-        return X
+                _OP_TERMS[keys[i]] = np.concatenate([X[i], D[i]])
+        return X, D
 
     def physics(self, fs: FeatureSet) -> tuple[np.ndarray, Table]:
         """``(X, terms)``: the physics matrix — :data:`COLUMNS` (ms at peak, ms at bandwidth,
@@ -359,6 +439,7 @@ class KernelSumPredictor(Predictor):
         if not train.plans:
             raise PerfcastError("kernelsum needs kernel plans: build the feature set with "
                                 "plans=True (perfcast.labeled.feature_set)")
+        fresh = getattr(self, "machine_", None) is None  # the profile comes from the params
         X, terms = self.physics(train)
         y = train.target("time_ms")
         ok = np.isfinite(y) & (y > 0) & np.isfinite(X).all(axis=1)
@@ -395,10 +476,131 @@ class KernelSumPredictor(Predictor):
         pred = self._combine(X, terms, train)[ok]  # the physics of the fit, not computed again
         self.history_.append({"records": int(ok.sum()),
                               "train_mape": float(np.mean(np.abs(pred / y[ok] - 1)))})
+        # the probe of the machine the labels were measured on: the project dataset's own
+        # records say it; any other fit (perfcast calibrate's, a user's) has none — not scaled
+        self.reference_probe_ = None
+        if fresh and self.p("machine") == "local-dataset" and self.p("ops") == "local-dataset":
+            self.reference_probe_ = local_dataset_reference()
 
     def _predict(self, data: FeatureSet) -> np.ndarray:
-        X, terms = self.physics(data)
-        return self._combine(X, terms, data)[:, None]
+        return self._answer(data, scale=True)[:, None]
+
+    def _answer(self, data: FeatureSet, scale: bool) -> np.ndarray:
+        """ms per record; with ``scale``, scaled to this machine by its probe
+        (:meth:`probe_scaling`) when the model carries a reference probe."""
+        info = self._scalings(data) if scale else {}
+        if not any("ratios" in v for v in info.values()):
+            X, terms = self.physics(data)
+            return self._combine(X, terms, data)
+        ref = next(v["ref"] for v in info.values() if "ratios" in v)
+        if self._uses_ops():
+            bwd = ref.dispatch_bwd_us if np.isfinite(ref.dispatch_bwd_us) else 0.0
+            terms, _ = kernel_terms(data)
+            X, D = self._op_physics_split(data, (ref.dispatch_fwd_us / 1e3, bwd / 1e3))
+        else:
+            X, terms = self.physics(data)
+            D = np.zeros_like(X)
+        kinds = _column_kinds(self._columns())
+        th = _threads(data.rows, max(self._profile().gflops))
+        W, Dm = np.ones_like(X), np.ones_like(X)
+        for i, t in enumerate(th):
+            r = info.get(int(t), {}).get("ratios")
+            if r is None:
+                continue
+            W[i] = [r[work] for work, _ in kinds]
+            Dm[i] = [r[disp] for _, disp in kinds]
+        return self._combine((X - D) * W + D * Dm, terms, data)
+
+    # ----------------------------------------------------------------------------- this machine
+    def probe_off(self) -> str:
+        """Why this model's answers are not scaled by this machine's probe ("" when they are):
+        ``probe="off"``, a model calibrated on this machine (``perfcast calibrate``: its answer
+        is this machine's already), or no reference probe stored with the model."""
+        import os
+
+        if self.p("probe") == "off" or os.environ.get(PROBE_ENV, "").lower() == "off":
+            return (f"not scaled to this machine (probe='off' or ${PROBE_ENV}=off): answered at "
+                    f"the speed of the machine the model was trained on")
+        cal = (getattr(self, "trained_on_", None) or {}).get("calibrated")
+        if cal:
+            return (f"calibrated on this machine by perfcast calibrate ({cal.get('records', '?')} "
+                    f"measurements): answered as calibrated, not scaled by a machine probe")
+        if getattr(self, "reference_probe_", None) is None:
+            return ("no reference probe stored with this model (fitted on records other than "
+                    "the project's CPU dataset): not scaled to this machine")
+        return ""
+
+    def probe_scaling(self, threads: int) -> dict[str, Any]:
+        """This machine's probe at ``threads`` (:func:`perfcast.devices.probe.probe_for`:
+        cached, or run now), the reference probe at ``threads`` and the time ratios
+        (:func:`~perfcast.devices.probe.time_ratios`): ``{"here", "status", "why", "path",
+        "ref", "ref_note", "ratios"}``, or ``{"error"}`` when the probe could not run (then
+        nothing is scaled)."""
+        from perfcast.devices import probe as P
+
+        memo = self.__dict__.setdefault("_probe_memo", {})
+        try:
+            res = P.probe_for(int(threads))
+        except Exception as exc:  # noqa: BLE001 - a failed probe leaves the answer unscaled
+            return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        key = (int(threads), str(res.path), res.probe.measured_at)
+        if key not in memo:
+            try:
+                ref, ref_note = P.reference_at(self.reference_probe_, int(threads))
+                memo[key] = {"ref": ref, "ref_note": ref_note,
+                             "ratios": P.time_ratios(res.probe, ref)}
+            except (PerfcastError, KeyError, TypeError, ValueError) as exc:
+                memo[key] = {"error": f"reference probe unusable ({exc})"}
+        return {"here": res.probe, "status": res.status, "why": res.why, "path": res.path,
+                **memo[key]}
+
+    def _scalings(self, data: FeatureSet) -> dict[int, dict[str, Any]]:
+        if self.probe_off():
+            return {}
+        th = _threads(data.rows, max(self._profile().gflops))
+        return {int(t): self.probe_scaling(int(t)) for t in np.unique(th)}
+
+    def answer_notes(self, data: FeatureSet) -> list[str]:
+        """What the answer for ``data``'s first record owes to this machine's probe: both
+        probes, the ratios applied, whether the probe ran now or came from the cache (or why
+        nothing was scaled)."""
+        off = self.probe_off()
+        if off:
+            return [] if off.startswith("no reference probe") else [off]
+        if not len(data):
+            return []
+        th = int(_threads(data.rows, max(self._profile().gflops))[0])
+        info = self.probe_scaling(th)
+        if "error" in info:
+            return [f"this machine's probe failed ({info['error']}): answered at the speed of "
+                    f"the machine the model was trained on; perfcast calibrate measures this "
+                    f"machine"]
+        here, ref, r = info["here"], info["ref"], info["ratios"]
+        if info["status"] == "measured":
+            got = (f"this machine probed on its first CPU prediction ({here.seconds:.1f} s: "
+                   f"{info['why']}), cached in {info['path']}")
+        else:
+            got = f"this machine's probe reused from the cache ({info['path']})"
+        first = data.subset([0]) if len(data) > 1 else data
+        raw = float(self._answer(first, scale=False)[0])
+        scaled = float(self._answer(first, scale=True)[0])
+        about = self.reference_probe_.get("about") or {}
+        ref_name = ", ".join(f"{v}" for v in (about.get("cpu_model"), about.get("platform"))
+                             if v) or "the machine the model was trained on"
+        notes = [got,
+                 f"this machine, probed {here.measured_at}: {here.describe()}",
+                 f"the training machine ({ref_name}; {self.reference_probe_.get('source')}): "
+                 f"{ref.describe()}" + (f" — {info['ref_note']}" if info["ref_note"] else ""),
+                 f"scaled by the probes' ratio: compute-bound terms (dense and pointwise "
+                 f"convolution, GEMM, attention) ×{r['compute']:.3g} (GEMM GFLOP/s at "
+                 f"N = {', '.join(map(str, r['gemm_sizes']))}), memory-bound terms "
+                 f"(normalisation, element-wise, pooling, copy, depthwise convolution, the "
+                 f"optimizer) ×{r['memory']:.3g} (copy GB/s), per-op dispatch ×"
+                 f"{r['dispatch_fwd']:.3g} forward / ×{r['dispatch_bwd']:.3g} backward (tiny-op "
+                 f"µs): {raw:,.4g} → {scaled:,.4g} ms at this batch before routing "
+                 f"(×{scaled / raw:.3g}); perfcast calibrate (measuring models on this machine) "
+                 f"remains the full remedy"]
+        return notes
 
     def _combine(self, X: np.ndarray, terms, data: FeatureSet) -> np.ndarray:
         """ms per record from its physics matrix: the fitted sum, times the bounded correction."""
@@ -454,6 +656,8 @@ class KernelSumPredictor(Predictor):
                                                dtype=np.uint8).copy()
         state = {"machine": self._profile().to_dict(), "columns": list(self._columns()),
                  "correction_features": list(CORRECTION_FEATURES), "range": self.range_}
+        if getattr(self, "reference_probe_", None) is not None:
+            state["reference_probe"] = self.reference_probe_
         if self._uses_ops():
             op_tensors, op_state = self._op_model().state()
             tensors.update(op_tensors)
@@ -475,6 +679,7 @@ class KernelSumPredictor(Predictor):
         self.coef_ = np.asarray(tensors["coef"].numpy() if hasattr(tensors["coef"], "numpy")
                                 else tensors["coef"], dtype=np.float64)
         self.machine_ = MachineProfile.from_dict(state["machine"])
+        self.reference_probe_ = state.get("reference_probe")
         self.range_ = state["range"]
         self.booster_ = None
         if "booster" in tensors:

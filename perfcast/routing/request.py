@@ -286,6 +286,8 @@ class _Request:
                                   f"learned efficiencies), less certain")
             if self.threads:
                 self.notes.append(f"{target}: for {self.threads} CPU thread(s) (--threads)")
+            if hasattr(pred, "answer_notes"):  # kernelsum: this machine's probe, the ratios
+                self.notes.extend(f"{target}: {n}" for n in pred.answer_notes(rec))
         return v if np.isfinite(v) and v > 0 else None
 
     def _curve_value(self, pred) -> float:
