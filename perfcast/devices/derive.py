@@ -35,6 +35,12 @@ by :data:`CHIPS` — die names such as "GA100" or "AD102" first, then product na
 * ``peak_bf16_tflops``: the FP16 tensor peak on NVIDIA Ampere and newer, AMD CDNA 2 and newer,
   Intel Xe-HPC (bf16 and fp16 share the units there); half of it on AMD CDNA 1 (MI100: 92.3 of
   184.6).
+* ``peak_fp8_tflops``: twice the dense FP16 tensor peak on NVIDIA Ada, Hopper and Blackwell
+  (compute capability ≥ 8.9, or one of those architectures by name) and AMD CDNA 3 / 4 (FP8
+  runs on the same tensor / matrix cores at twice the FP16 rate: H100 SXM 1,978.9 of 989.4,
+  L40S 733 of 362, RTX 4090 330.3 of 165.2 with FP32 accumulate, MI300X 2,614.9 of 1,307.4 —
+  every datasheet in ``devices.json``). None on Ampere and older, AMD CDNA 1 / 2 and Intel
+  Xe-HPC: they have no FP8 units (:mod:`perfcast.devices.fp8` then refuses FP8).
 * ``peak_fp64_tflops`` (vector FP64): the FP32 peak × the chip's FP64:FP32 rate — ½ on the
   data-centre dies (GP100, GV100, GA100, GH100, B100 / B200, CDNA 1/3/4), 1 on CDNA 2 and
   Xe-HPC, 1/32 on Maxwell, Pascal GP10x and Turing, 1/64 on Ampere GA10x, Ada and GeForce /
@@ -238,6 +244,24 @@ def nvidia_ampere_or_later(device) -> bool | None:
     return None if arch is None else arch[2]
 
 
+def has_fp8_units(device) -> bool:
+    """Whether the GPU has FP8 tensor / matrix cores: NVIDIA compute capability ≥ 8.9 (Ada,
+    Hopper, Blackwell — or one of them by architecture / name when the capability is unknown),
+    AMD CDNA 3 / 4 (gfx940-gfx942, gfx950). A given ``peak_fp8_tflops`` says so too."""
+    if getattr(device, "peak_fp8_tflops", None):
+        return True
+    cc = str(compute_capability(device)[0] or "").strip().lower()
+    if _is_nvidia(device):
+        if re.fullmatch(r"\d+\.\d+", cc):
+            return float(cc) >= 8.9
+        arch = _architecture(device)
+        return arch is not None and arch[0] in ("Ada Lovelace", "Hopper", "Blackwell")
+    if cc in ("gfx940", "gfx941", "gfx942", "gfx950"):
+        return True
+    arch = _architecture(device)
+    return arch is not None and arch[0] in ("CDNA 3", "CDNA 4")
+
+
 def arch_year(device) -> tuple[int | None, str]:
     """``(year, rule)``: the given ``arch_year``, else derived (module docstring); ``(None,
     why)`` when no rule applies."""
@@ -303,6 +327,10 @@ def derivations(device) -> tuple[Derivation, ...]:
         elif cdna == "gfx908" or arch_name == "CDNA":
             out.append(Derivation("peak_bf16_tflops", fp16 / 2.0,
                                   "AMD CDNA 1: bf16 matrix cores at half the FP16 rate"))
+    if fp16 and not device.peak_fp8_tflops and has_fp8_units(device):
+        out.append(Derivation("peak_fp8_tflops", round(2.0 * fp16, 3),
+                              "FP8 tensor / matrix cores at twice the FP16 peak on this "
+                              "architecture (NVIDIA Ada, Hopper, Blackwell; AMD CDNA 3 / 4)"))
     if not device.peak_fp64_tflops and fp32 and c is not None and c.fp64_per_fp32:
         r = c.fp64_per_fp32
         rate = "1" if r == 1 else f"1/{round(1 / r)}"
@@ -336,9 +364,9 @@ def notes_for(device, fields) -> list[str]:
 #: Every field a rule of this module may derive.
 DERIVABLE_FIELDS: tuple[str, ...] = ("compute_capability", "arch_year", "fp32_cores_per_sm",
                                      "boost_clock_mhz", "peak_tf32_tflops", "peak_bf16_tflops",
-                                     "peak_fp64_tflops")
+                                     "peak_fp8_tflops", "peak_fp64_tflops")
 
 __all__ = ["ARCHITECTURE_PATTERNS", "BLACKWELL_DATACENTRE_TENSOR_RATIO", "CHIPS", "Chip",
            "DERIVABLE_FIELDS", "Derivation", "YEAR_BY_COMPUTE_CAPABILITY", "arch_year", "chip",
-           "complete", "compute_capability", "derivations", "notes_for",
+           "complete", "compute_capability", "derivations", "has_fp8_units", "notes_for",
            "nvidia_ampere_or_later"]

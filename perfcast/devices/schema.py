@@ -23,7 +23,8 @@ LOCAL_CPU_KEY = "cpu"
 
 #: Precisions accepted by :meth:`Device.peak_tflops` ("amp" = FP16 tensor cores; "tf32" is a
 #: peak, not a workload precision — see :data:`perfcast.workload.PRECISIONS` for those).
-PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "fp32_matrix", "tf32", "fp16", "amp", "bf16", "fp64")
+PEAK_PRECISIONS: tuple[str, ...] = ("fp32", "fp32_matrix", "tf32", "fp16", "amp", "bf16", "fp8",
+                                     "fp64")
 
 _PRECISION_FIELD = {
     "fp32": "peak_fp32_tflops",
@@ -32,6 +33,7 @@ _PRECISION_FIELD = {
     "fp16": "peak_fp16_tflops",
     "amp": "peak_fp16_tflops",
     "bf16": "peak_bf16_tflops",
+    "fp8": "peak_fp8_tflops",
     "fp64": "peak_fp64_tflops",
 }
 
@@ -41,7 +43,8 @@ _KINDS = ("gpu", "cpu")
 _POSITIVE_NUMBERS: dict[str, str] = {
     "peak_fp32_tflops": "TFLOPS", "peak_fp32_matrix_tflops": "TFLOPS",
     "peak_tf32_tflops": "TFLOPS", "peak_fp16_tflops": "TFLOPS",
-    "peak_bf16_tflops": "TFLOPS", "peak_fp64_tflops": "TFLOPS", "memory_gb": "GB",
+    "peak_bf16_tflops": "TFLOPS", "peak_fp8_tflops": "TFLOPS", "peak_fp64_tflops": "TFLOPS",
+    "memory_gb": "GB",
     "bandwidth_gbs": "GB/s", "boost_clock_mhz": "MHz", "l2_mb": "MB", "tdp_w": "W",
     "idle_w": "W", "power_limit_min_w": "W", "power_limit_max_w": "W",
     "intra_node_gbs": "GB/s", "inter_node_gbs": "GB/s",
@@ -83,6 +86,9 @@ class Device:
     peak_tf32_tflops: float | None = None
     peak_fp16_tflops: float | None = None
     peak_bf16_tflops: float | None = None
+    # dense FP8 (E4M3 / E5M2) tensor / matrix core peak, FP32 accumulate; None = no FP8 units
+    # (before Ada / Hopper, AMD before CDNA 3) — or not given: perfcast.devices.derive
+    peak_fp8_tflops: float | None = None
     peak_fp64_tflops: float | None = None  # vector FP64 (not FP64 tensor cores)
     memory_gb: float | None = None
     bandwidth_gbs: float | None = None
@@ -245,16 +251,17 @@ class Device:
 
     def peak_tflops(self, precision: str = "fp32") -> float | None:
         """Peak TFLOPS at ``precision`` ("fp32" | "fp32_matrix" | "tf32" | "fp16" | "amp" |
-        "bf16" | "fp64"; "fp32_matrix" = FP32 GEMMs on matrix cores, AMD CDNA).
+        "bf16" | "fp8" | "fp64"; "fp32_matrix" = FP32 GEMMs on matrix cores, AMD CDNA).
 
         Falls back to the FP32 peak when the device has no number for a reduced precision (it
-        then runs on the FP32 units); an unknown FP64 peak is ``None`` (FP64 is never faster).
+        then runs on the FP32 units); an unknown FP64 peak is ``None`` (FP64 is never faster),
+        and so is an unknown FP8 peak (FP8 GEMMs need FP8 units: :mod:`perfcast.devices.fp8`).
         """
         p = str(precision).strip().lower()
         if p not in _PRECISION_FIELD:
             raise PerfcastError(f"unknown precision '{precision}'; use one of: {', '.join(PEAK_PRECISIONS)}")
         value = getattr(self, _PRECISION_FIELD[p])
-        if p == "fp64":
+        if p in ("fp64", "fp8"):
             return value
         return self.peak_fp32_tflops if value is None else value
 

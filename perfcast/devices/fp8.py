@@ -1,0 +1,46 @@
+"""Which GPUs run FP8, and at what peak: the one check every FP8 path makes.
+
+FP8 GEMMs (E4M3 forward, E5M2 gradients: Transformer Engine, torchao float8; FP8 weights and
+KV cache in vLLM and TensorRT-LLM) need FP8 tensor / matrix cores — NVIDIA Ada, Hopper and
+Blackwell, AMD CDNA 3 / 4. :func:`fp8_peak_tflops` gives a device's dense FP8 peak (the
+registry's or spec file's ``peak_fp8_tflops``, else derived by architecture,
+:mod:`perfcast.devices.derive`, with the note saying so); :func:`require_fp8` refuses, in one
+line naming the registry GPUs that have FP8, a device without FP8 units.
+"""
+
+from __future__ import annotations
+
+from perfcast.errors import PerfcastError
+
+
+def fp8_peak_tflops(device) -> tuple[float | None, list[str]]:
+    """``(dense FP8 TFLOPS, notes)`` of ``device``: given, or derived (a note says so);
+    ``(None, [])`` when the device has no FP8 units."""
+    from perfcast.devices.derive import complete, notes_for
+
+    done, _ = complete(device)
+    peak = getattr(done, "peak_fp8_tflops", None)
+    return (float(peak) if peak else None), notes_for(device, ("peak_fp8_tflops",))
+
+
+def fp8_devices() -> list[str]:
+    """The registry's GPUs with FP8 units (given or derived peak), in registry order."""
+    from perfcast.devices import list_devices
+
+    return [d.key for d in list_devices() if d.is_gpu and fp8_peak_tflops(d)[0]]
+
+
+def require_fp8(device, what: str = "--precision fp8") -> tuple[float, list[str]]:
+    """The FP8 peak and its notes (:func:`fp8_peak_tflops`); a one-line error naming the GPUs
+    that have FP8 when ``device`` has none."""
+    peak, notes = fp8_peak_tflops(device)
+    if peak:
+        return peak, notes
+    arch = getattr(device, "architecture", "") or getattr(device, "vendor", "") or "?"
+    raise PerfcastError(f"{what}: {device.key} ({arch}) has no FP8 tensor cores; FP8 runs on "
+                        f"NVIDIA Ada, Hopper and Blackwell and AMD MI300 — in the registry "
+                        f"{', '.join(fp8_devices())} (or a spec file with peak_fp8_tflops); "
+                        f"use bf16 on {device.key}")
+
+
+__all__ = ["fp8_devices", "fp8_peak_tflops", "require_fp8"]
