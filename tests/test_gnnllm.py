@@ -77,13 +77,14 @@ def test_missing_packages_one_line(monkeypatch, fs):
     import importlib.util
 
     from perfcast.predictors import gnnllm as G
+    from perfcast.predictors import minilm
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == G.LM_MODULE else real(name, *a))
+                        lambda name, *a: None if name == minilm.LM_MODULE else real(name, *a))
     with pytest.raises(PerfcastError) as e:
         G.GNNLLM(init="none", epochs=1).fit(fs)
-    assert str(e.value) == G.MISSING and "\n" not in str(e.value)
+    assert str(e.value) == minilm.MISSING and "\n" not in str(e.value)
 
 
 def test_stages_and_identical_reload(stage2_dir, fs, tmp_path):
@@ -99,13 +100,17 @@ def test_stages_and_identical_reload(stage2_dir, fs, tmp_path):
     assert a.shape == (len(fs), len(m.targets_)) and np.isfinite(a).all() and (a > 0).all()
     m.save(tmp_path / "m")
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
-    assert cfg["state"]["arch"]["lm"]["sha256"] == G.LM_SHA256
+    from perfcast.predictors.minilm import LM_SHA256
+
+    assert cfg["state"]["arch"]["lm"]["sha256"] == LM_SHA256
     from safetensors.torch import load_file
 
     saved = load_file(str(tmp_path / "m" / "weights.safetensors"))
     assert any(k.startswith("lora.") for k in saved) and not any(k.startswith("lm.") for k in saved)
     back = Predictor.load(tmp_path / "m")
-    assert np.array_equal(back.predict(fs), a)
+    # loaded, it answers in numpy (perfcast.predictors.minilm): the torch answers to 1e-5
+    np.testing.assert_allclose(back.predict(fs), a, rtol=1e-5)
+    assert back.__dict__.get("_net") is None
     # warm start (few-shot adaptation): continues the fitted weights
     back.set_params(warm_start=True, epochs=1).fit(fs.subset(np.arange(4)))
     assert len(back.history_) == 2 and not np.array_equal(back.predict(fs), a)
@@ -135,7 +140,7 @@ def test_text_representations(rep, fs, tmp_path):
     assert max(len(s) for s in t["seqs"]) <= G.MAX_TOKENS and m.net_.gin is None
     a = m.predict(small)
     m.save(tmp_path / rep)
-    assert np.array_equal(G.GNNLLM.load(tmp_path / rep).predict(small), a)
+    np.testing.assert_allclose(G.GNNLLM.load(tmp_path / rep).predict(small), a, rtol=1e-5)
 
 
 def test_shipped_checkpoint_loads(fs):

@@ -2,7 +2,7 @@
 numpy_gnn`) what their torch networks compute.
 
 * every shipped model of a GNN kind (dippm, nnlqp, trappm with its frozen encoder, dnnperf's
-  ANEE) against its own torch forward on real graphs (the session's small CPU feature set);
+  ANEE, gnnllm with MiniLM and its LoRA adapters) against its own torch forward on real graphs (the session's small CPU feature set);
 * the layers no shipped model uses (GCN, GAT, GIN convolutions; GraphMAE's GIN encoder; ANEE
   without attention and with the scaled readout) on networks fitted for one epoch here;
 * a fitted predictor answers the same before and after a save / load round trip, and a loaded
@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-GNN_KINDS = ("dippm", "dippm-gcn", "dippm-gat", "dippm-gin", "nnlqp", "trappm", "dnnperf")
+GNN_KINDS = ("dippm", "dippm-gcn", "dippm-gat", "dippm-gin", "nnlqp", "trappm", "dnnperf", "gnnllm")
 
 
 def _shipped_gnns() -> list[str]:
@@ -32,10 +32,13 @@ def _shipped_gnns() -> list[str]:
 def _torch_answers(pred, fs) -> np.ndarray:
     """The predictor's answers through its torch network(s) (eval mode), as before issue #40."""
     from perfcast.predictors.dnnperf import DNNPerf
+    from perfcast.predictors.gnnllm import GNNLLM
 
     if isinstance(pred, DNNPerf):
         g = pred._normalised(pred._graphs(fs))
         z = np.stack([pred._eval(net, g) for net in pred.nets_], axis=1)
+    elif isinstance(pred, GNNLLM):  # GIN + projection + MiniLM with peft's LoRA + head
+        z = pred._eval_z(pred._tensors(fs, None)).double().numpy()
     else:
         z = pred._eval_z(pred.net_, pred._tensors(fs, None)).double().numpy()
     return pred.target_scaler_.inverse(z)
@@ -68,7 +71,7 @@ def test_every_shipped_gnn_answers_in_numpy_what_its_torch_network_computes(few_
         theirs = _torch_answers(pred, few_records)
         assert np.isfinite(ours).all() and ours.shape == theirs.shape == (len(few_records), 1)
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, err_msg=name)
-    assert {"dippm", "nnlqp", "trappm", "dnnperf"} <= kinds, kinds
+    assert {"dippm", "nnlqp", "trappm", "dnnperf", "gnnllm"} <= kinds, kinds
 
 
 @pytest.mark.parametrize("kind, params", [

