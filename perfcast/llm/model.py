@@ -27,9 +27,7 @@ Formulations (``target_mode``):
   hardware features) and ``residual`` (booster with the ``hardware`` features): both are ≥ the
   bound, so is their mean. The two err differently on a GPU neither has seen — the engine model
   extrapolates the overheads by physics, the residual booster carries the measured GPUs' factor
-  — and on a held-out NVIDIA GPU their mean is better than either (``reports/llm/``: A100
-  12.1 / H100 17.7 % vs engine 13.6 / 19.8, residual 13.0 / 19.9); pooled over all five
-  accelerators the residual booster alone is a little lower (23.2 vs 24.0 %, MI250).
+  (their held-out errors: ``reports/llm/``).
 
 Targets: ``latency_s`` (LLM-Inference-Bench: a static batch's end-to-end time), ``tpot_s``
 (ML.ENERGY: time per output token of a request under continuous batching; the engine model
@@ -38,13 +36,10 @@ server, ``1 / Token tput`` — one decode step ÷ running batch) and ``power_per
 (ML.ENERGY: average board power while serving, learned as a fraction of TDP and bounded to
 ``[idle, TDP]`` — energy is power × time in one code path, :mod:`perfcast.llm.energy`).
 
-The estimator follows the scikit-learn contract of :mod:`perfcast.predictors.base` (nothing
-happens in ``__init__``; fitted attributes end in ``_``; ``save`` writes ``config.json`` +
-``model.safetensors`` atomically, never pickle). It lives in the ``llm`` room (below
-``predictors``) so that a generation prediction imports neither torch nor transformers;
-``perfcast.predictors.llm`` re-exports it. Its inputs are a ``pandas.DataFrame`` (training,
-evaluation) or a light :class:`~perfcast.features.table.Table` of requests (a prediction: no
-pandas either), read the same way.
+The estimator follows the scikit-learn contract of :mod:`perfcast.predictors.base`; it lives in
+the ``llm`` room so that a generation prediction imports neither torch, transformers nor pandas
+(its inputs: a ``pandas.DataFrame`` to train, a :class:`~perfcast.features.table.Table` to
+answer).
 """
 
 from __future__ import annotations
