@@ -339,7 +339,7 @@ def main() -> int:
              f"`.venv/bin/python benchmarks/crossdevice_report.py` (task `gpu`; "
              f"{time.strftime('%Y-%m-%d')}, {time.perf_counter() - t0:.0f} s). {len(fs)} records "
              f"on {fs.rows['device'].nunique()} GPUs. MAPE % (per GPU; means are over GPUs).",
-             "", "The model (perfcast/predictors/crossdevice.py): each kernel's GPU time from "
+             "", "The model (perfcast/predictors/crossdevice/): each kernel's GPU time from "
              "the operator model (reports/crossdevice/kernels.md), eager PyTorch's dispatch "
              "queue, and a correction that reads the device only through its board power and "
              "vendor — monotone by construction (a GPU at least as good in every spec number is "

@@ -51,7 +51,8 @@ def main() -> int:
     w("# DNNPerf's Attention-based Node-Edge Encoder on our data (issue #19)\n")
     w("Regenerate: `bash benchmarks/dnnperf_evaluate.sh all` (the `perfcast evaluate` runs, then "
       "this file: `.venv/bin/python benchmarks/dnnperf_report.py`). Predictor: `dnnperf` "
-      "(`perfcast/predictors/dnnperf.py`, its docstring lists every deviation from the paper). "
+      "(`perfcast/predictors/dnnperf/`, the `DNNPerf` docstring lists every deviation from the "
+      "paper). "
       "The other predictors' numbers are their runs in `reports/eval/` and "
       "`reports/trappm/eval/`, restricted to the seeds `dnnperf` ran; the script checks that "
       "both scored the same test records (same fold, seed and record ids).\n")

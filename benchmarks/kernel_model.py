@@ -184,7 +184,7 @@ def main(argv=None) -> int:
         "",
         f"`{cmd}`",
         "",
-        "KernelModel (perfcast/predictors/kernels.py): per kernel class, the GPU time as a "
+        "KernelModel (perfcast/predictors/kernels/): per kernel class, the GPU time as a "
         "physical base τ + c/η + m/β (c = FLOPs / peak, m = bytes / bandwidth) times a factor "
         "learned by XGBoost from the kernel's shape alone (no device number: a GPU at least as "
         "good in every spec number never gets a slower kernel), faded out below the sizes it "

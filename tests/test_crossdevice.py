@@ -70,7 +70,8 @@ def test_kernel_table_equals_lowering_each_batch():
 
 def test_no_kernel_time_below_its_roofline(tmp_path):
     from perfcast.paths import package_data
-    from perfcast.predictors.crossdevice import _kernel_row, price_kernels
+    from perfcast.predictors.crossdevice import price_kernels
+    from perfcast.predictors.crossdevice.composition import _kernel_row
     from perfcast.predictors.kernels import KernelModel
 
     spec = json.loads(json.dumps(perfcast.devices.get_device("l4").to_dict()))
@@ -159,7 +160,8 @@ def test_tensor_core_kernels_and_amd_matrix_cores():
     default on Ampere and later and GEMMs only with --tf32 on; fp32 GEMMs run on FP32 matrix
     cores on AMD CDNA, not on NVIDIA; a GPU without tensor cores runs everything on SIMT."""
     from perfcast.paths import package_data
-    from perfcast.predictors.crossdevice import _kernel_row, peak_unit, price_kernels
+    from perfcast.predictors.crossdevice import peak_unit, price_kernels
+    from perfcast.predictors.crossdevice.composition import _kernel_row
     from perfcast.predictors.kernels import KernelModel
 
     km = KernelModel.load(package_data("predictors", "shipped_kernels"))

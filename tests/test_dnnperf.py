@@ -106,7 +106,7 @@ def _anee_reference(net, x, ei, ea, rounds):
 
 
 def test_anee_matches_the_equations():
-    from perfcast.predictors.dnnperf import _make_anee
+    from perfcast.predictors.dnnperf.network import _make_anee
 
     torch.manual_seed(0)
     net = _make_anee(6, 4, 5, rounds=2, mlp=(7,), attention=True, readout="sum").eval()

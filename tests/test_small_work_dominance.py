@@ -39,7 +39,8 @@ def _frame(shapes: pd.DataFrame, device: str) -> pd.DataFrame:
 def _rates(device: str, shapes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per shape, the peak (TFLOP/s) of the units that run the kernel on ``device`` and its
     bandwidth: what the kernel's compute and memory times divide by."""
-    from perfcast.predictors.crossdevice import _device, peak_unit
+    from perfcast.predictors.crossdevice import peak_unit
+    from perfcast.predictors.crossdevice.pricing import _device
 
     dev = _device(device)
     peak = np.array([float(dev.peak_tflops(peak_unit(kc, "fp16", dev)) or dev.peak_fp32_tflops)

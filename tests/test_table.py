@@ -51,7 +51,7 @@ def test_records_concat_and_columns_mean_what_pandas_means():
 
 
 def test_group_codes_and_sums_are_pandas_bit_for_bit():
-    from perfcast.predictors.crossdevice import _group_codes
+    from perfcast.predictors.crossdevice.composition import _group_codes
     from perfcast.predictors.kernelsum import group_sums
 
     rng = np.random.default_rng(0)

@@ -216,7 +216,7 @@ def encoder_nodes(x: np.ndarray, ei: np.ndarray, sd, conv: str, layers: int,
 
 def anee(x: np.ndarray, ei: np.ndarray, ea: np.ndarray, sd, *, rounds: int, attention: bool,
          readout: str, pool_scale: float, batchnorm: bool, mlp_layers: int) -> float:
-    """DNNPerf's ANEE (:func:`perfcast.predictors.dnnperf._make_anee`) for one graph: the
+    """DNNPerf's ANEE (:func:`perfcast.predictors.dnnperf.network._make_anee`) for one graph: the
     standardised prediction."""
     h = linear(x, sd, "F")
     e = ea.astype(F32, copy=False)
