@@ -223,6 +223,8 @@ def _fit_graph(req, dev, capacity: float, profile) -> FitResult:
     elif layout:
         notes.append(f"a global batch of {batch_of(1):,} needs {mem(1) * (1 + margin):,.0f} MiB "
                      f"per GPU with the margin; {where} has {capacity:,.0f} MiB")
+        # what needs it (--finetune answers say their memory breakdown)
+        notes.extend(n for n in p_ref.notes if n.startswith("memory per GPU (MiB)"))
     else:
         notes.append(f"batch 1 needs {mem(1) * (1 + margin):,.0f} MiB with the margin; "
                      f"{where} has {capacity:,.0f} MiB")

@@ -38,6 +38,7 @@ from perfcast.parallel.model import (
     parts,
     shipped_efficiency,
 )
+from perfcast.parallel.finetune import answer_notes
 from perfcast.workload import Layout, Workload
 
 #: The sequence length an ``hf:`` model is trained at when none is given (fewer when the model
@@ -144,6 +145,10 @@ class TransformerLayouts:
         self.traced = trace(w.spec, self.seq_len, use_cache=use_cache)
         self.runtime_mb = runtime_overhead_mb()
         self._parts: dict[tuple[int, int], Any] = {}
+        from perfcast.parallel.finetune import finetune_cost
+
+        #: LoRA / QLoRA (--finetune): its step on top of full fine-tuning's arithmetic
+        self.finetune = finetune_cost(w, self.traced)
 
     @property
     def shape(self):
@@ -166,10 +171,16 @@ class TransformerLayouts:
         if key not in self._parts:
             self._parts[key] = parts(self.traced, layout.tensor, micro_batch,
                                      self.w.precision, self.device, self.eff, fused=fused)
-        return estimate(self.traced, layout, batch=self.w.batch_size, micro_batch=micro_batch,
-                        precision=self.w.precision, optimizer=self.w.train_optimizer or "none",
-                        device=self.device, cluster=self.cluster, eff=self.eff,
-                        coll=self.coll, runtime_mb=self.runtime_mb, prices=self._parts[key])
+        pr, ft = self._parts[key], self.finetune
+        if ft is not None:  # the adapters trained, the base frozen
+            pr = ft.parts(pr, self.traced, layout, micro_batch, self.device, self.eff, fused)
+        est = estimate(self.traced, layout, batch=self.w.batch_size, micro_batch=micro_batch,
+                       precision=self.w.precision, optimizer=self.w.train_optimizer or "none",
+                       device=self.device, cluster=self.cluster, eff=self.eff,
+                       coll=self.coll, runtime_mb=self.runtime_mb, prices=pr,
+                       **({"grad_bytes": 4.0} if ft is not None else {}))
+        return est if ft is None else ft.finish(est, self.traced, self._parts[key], layout,
+                                                self.w.train_optimizer)
 
     def micro_batches(self, layout: Layout) -> list[int]:
         if layout.micro_batch is not None:
@@ -337,6 +348,7 @@ def _transformer(w, device, cl, notes, use_cache, limit_w, eff, coll) -> Paralle
                      "(V100s) together with llm-foundry's FSDP runs (A100 40 / 80 GB); on "
                      "other GPUs they enter through the spec sheet (peaks, bandwidth, SMs) — "
                      "out-of-sample errors in reports/distributed/")
+    out.notes.extend(answer_notes(w, tl.finetune, est))
     p, note = _power(est.gpu_flops, est.gpu_bytes, est.gpu_kernels, est.time_ms, device,
                      w.precision, lay.micro_batch or 1, limit_w)
     if p is not None:

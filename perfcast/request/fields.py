@@ -18,6 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfcast.workload.finetune import (
+    ALL_LINEAR,
+    DEFAULT_LORA_RANK,
+    FINETUNE,
+    LORA_TARGETS,
+    MAX_LORA_RANK,
+)
 from perfcast.workload import (
     DEFAULT_ENGINE,
     DEFAULT_OPTIMIZER,
@@ -193,6 +200,8 @@ _GRAPH_PRECISION_HELP = (f"{_or(PRECISIONS)} (amp: float16 autocast; default: th
                          f"measured on that device and mode, else fp32)")
 
 _P = ("predict",)
+#: the commands that take --finetune (a training step of a layout, on one GPU or many)
+_FINETUNE_CMDS = ("predict", "fit", "cost", "rank", "plan")
 _DECIDE = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
 _GRAPH_CMDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
 #: the commands that answer --mode generate (power-limit covers one GPU's infer / train step)
@@ -244,6 +253,22 @@ FIELDS: tuple[Field, ...] = (
                "newer): default = PyTorch's defaults (convolutions TF32, matmuls FP32); on = "
                "NGC containers / set_float32_matmul_precision('high'); off = "
                "NVIDIA_TF32_OVERRIDE=0"),
+    Field("finetune", "str", "workload", choices=FINETUNE, modes=("train",),
+          commands=_FINETUNE_CMDS,
+          help="Fine-tune an hf: decoder LLM: full (every weight trained), lora (a frozen "
+               "16-bit base + rank-r adapters) or qlora (the base's linear layers in 4-bit "
+               "NormalFloat with double quantisation, bitsandbytes; compute in bf16 / fp16); "
+               "with --recompute full for gradient checkpointing (default: a training step of "
+               "the model as given)"),
+    Field("lora_rank", "int", "workload", default=DEFAULT_LORA_RANK, minimum=1,
+          maximum=MAX_LORA_RANK, modes=("train",), commands=_FINETUNE_CMDS,
+          help="Rank r of the LoRA adapters (r·(in + out) parameters per adapted projection; "
+               "--finetune lora / qlora)"),
+    Field("lora_targets", "str", "workload", modes=("train",), commands=_FINETUNE_CMDS,
+          listed=lambda: (*LORA_TARGETS, ALL_LINEAR),
+          help="Projections the LoRA adapters adapt, comma-separated (Llama's names, as "
+               "PEFT's target_modules; --finetune lora / qlora; default: every attention and "
+               "MLP projection, all-linear)"),
     # ---------------------------------------------------------------------------- layout
     Field("data_parallel", "int", "layout", default=1, unit="GPUs", modes=("train",),
           commands=("predict", "fit", "cost", "rank", "plan"),

@@ -26,7 +26,7 @@ from perfcast.workload import LAYOUT_KEYWORDS, MAX_SIZE, Workload
 #: serving fields included); the rest are options or the decision's own.
 WORKLOAD_FIELDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
                    "tf32", "engine", "input_len", "output_len", "n_batch", "n_ubatch",
-                   *LAYOUT_KEYWORDS)
+                   "finetune", "lora_rank", "lora_targets", *LAYOUT_KEYWORDS)
 #: The options of how perfcast answers (:class:`Options`).
 OPTION_FIELDS = ("predictor", "threads", "coverage", "power_limit_w", "store",
                  "runtime_overhead_mb", "use_cache", "cluster")
@@ -140,6 +140,7 @@ class Request:
             wk = {k: values[k] for k in WORKLOAD_FIELDS if k in values}
             if "precision" not in given:
                 wk["precision"] = None  # the device's measured one; generate: the engine's
+            _finetune_defaults(wk, given)
             if command == "plan" and "pipeline_parallel" not in given:
                 # plan searches what the layout leaves unset: a schedule is checked against
                 # the pipeline stages each candidate has, not the request's default of one
@@ -191,12 +192,27 @@ class Request:
         return out
 
 
+def _finetune_defaults(wk: dict[str, Any], given: frozenset[str]) -> None:
+    """``--finetune``'s defaults in the workload's keywords ``wk``: the adapters' rank and
+    projections only with ``lora`` / ``qlora`` (given without them, the workload refuses them),
+    and AdamW when no optimizer is given (the optimizer of PEFT / TRL fine-tuning recipes)."""
+    from perfcast.workload.finetune import ADAPTER_METHODS
+
+    method = wk.get("finetune")
+    for name in ("lora_rank", "lora_targets"):
+        if name not in given and method not in ADAPTER_METHODS:
+            wk.pop(name, None)
+    if method is not None and "optimizer" not in given:
+        wk["optimizer"] = "adamw"
+
+
 def _workload_options(w: Workload) -> dict[str, Any]:
     """A :class:`Workload`'s fields as request options (the ones it sets)."""
     d = {"batch_size": w.batch_size, "input_size": w.input_size, "seq_len": w.seq_len,
          "mode": w.mode, "precision": w.precision, "optimizer": w.optimizer,
          "tf32": w.tf32, "engine": w.engine, "input_len": w.input_len,
-         "output_len": w.output_len, "n_batch": w.n_batch, "n_ubatch": w.n_ubatch}
+         "output_len": w.output_len, "n_batch": w.n_batch, "n_ubatch": w.n_ubatch,
+         "finetune": w.finetune, "lora_rank": w.lora_rank, "lora_targets": w.lora_targets}
     lay = w.layout.to_dict()
     lay.pop("gpus", None)
     d.update(lay)

@@ -27,6 +27,7 @@ from perfcast.workload.choices import (
     PRECISIONS,
     TF32_MODES,
 )
+from perfcast.workload.finetune import parse_targets, validate_finetune
 from perfcast.workload.layout import (
     LAYOUT_KEYWORDS,
     Layout,
@@ -97,6 +98,11 @@ class Workload:
     tf32: str = "default"
     n_batch: int | None = None
     n_ubatch: int | None = None
+    #: ``--finetune`` (:mod:`perfcast.workload.finetune`): ``None`` (a training step of the
+    #: model as given), ``full``, ``lora`` or ``qlora``; the adapters' rank and projections
+    finetune: str | None = None
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, model: Any, *, batch_size: int | None = None, input_size: Any = None,
@@ -106,7 +112,8 @@ class Workload:
            output_len: int | None = None, engine: str | None = None,
            layout: Layout | None = None, tf32: str | None = None,
            n_batch: int | None = None, n_ubatch: int | None = None,
-           **layout_keywords: Any) -> Workload:
+           finetune: str | None = None, lora_rank: int | None = None,
+           lora_targets: Any = None, **layout_keywords: Any) -> Workload:
         """Parse ``model`` (a spec string, a :class:`ModelSpec` or an ``nn.Module``) and the
         options, and validate them. ``example_inputs`` belong to an ``nn.Module``. The layout is
         a :class:`Layout` or the keywords ``data_parallel``, ``tensor_parallel``,
@@ -141,7 +148,9 @@ class Workload:
                 seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
                 input_len=input_len, output_len=output_len, engine=engine, layout=lay,
                 tf32="default" if tf32 is None else str(tf32).strip().lower(),
-                n_batch=n_batch, n_ubatch=n_ubatch)
+                n_batch=n_batch, n_ubatch=n_ubatch,
+                finetune=finetune, lora_rank=lora_rank,
+                lora_targets=parse_targets(lora_targets))
         w.validate()
         return w
 
@@ -210,6 +219,7 @@ class Workload:
                                 f"fp32 matmuls and convolutions run), not {self.precision}")
         self._validate_generation()
         self._validate_layout()
+        validate_finetune(self)
         if self.seq_len is not None:
             _positive("sequence length", self.seq_len, " (tokens)")
         if self.input_size is not None:
@@ -434,6 +444,8 @@ class Workload:
                                                      image=self.model.inputs == "image")
         if any(k in LAYOUT_KEYWORDS for k in changes):
             changes["layout"] = _layout_of(changes.pop("layout", self.layout), changes)
+        if "lora_targets" in changes:
+            changes["lora_targets"] = parse_targets(changes["lora_targets"])
         w = dataclasses.replace(self, **changes)
         w.validate()
         return w
@@ -468,8 +480,9 @@ class Workload:
 
     @property
     def distributed(self) -> bool:
-        """A training workload over more than one GPU (or with a parallel-training option)."""
-        return self.mode == "train" and self.layout.parallel
+        """A training workload over more than one GPU (or with a parallel-training option, or
+        fine-tuned with ``--finetune``: the per-layer transformer arithmetic answers both)."""
+        return self.mode == "train" and (self.layout.parallel or self.finetune is not None)
 
     @property
     def train_optimizer(self) -> str | None:
@@ -540,6 +553,9 @@ class Workload:
                 d.update(n_batch=self.n_batch, n_ubatch=self.n_ubatch)
         elif self.layout != Layout():
             d.update(self.layout.to_dict())
+        if self.finetune is not None:
+            d.update(finetune=self.finetune, lora_rank=self.lora_rank,
+                     lora_targets=list(self.lora_targets) if self.lora_targets else None)
         return d
 
     def __str__(self) -> str:
