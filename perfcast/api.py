@@ -49,7 +49,7 @@ def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = 
 #: Keywords of :func:`predict` that describe the workload, and those that choose how to predict.
 WORKLOAD_KEYWORDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
                      "example_inputs", "input_len", "output_len", "engine", "n_batch",
-                     "n_ubatch", "layout", "tf32", *LAYOUT_KEYWORDS)
+                     "n_ubatch", "kv_cache_dtype", "layout", "tf32", *LAYOUT_KEYWORDS)
 PREDICT_OPTIONS = ("predictor", "use_cache", "overlap_simulation", "runtime_overhead_mb",
                    "threads", "coverage", "power_limit_w", "cluster")
 

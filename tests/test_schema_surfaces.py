@@ -60,7 +60,9 @@ def test_every_field_is_a_cli_option(name):
         if allowed and f.name != "precision":
             assert _or(allowed) in p.help, (name, f.name, p.help)
         elif f.name == "precision":  # its own sentence names the precisions of every mode
-            assert "fp32, amp, fp16 or bf16" in p.help
+            # the graph precisions (the commands that answer training: bf16-pure, fp8 too)
+            assert "fp32, amp, fp16 or bf16" in p.help or \
+                "fp32, amp, fp16, bf16, bf16-pure or fp8" in p.help, (name, p.help)
             takes_generate = "generate" in (BY_NAME["mode"].allowed(name) or ALL)
             assert ("int8 / int4" in p.help) == takes_generate, (name, p.help)
         if f.modes != ALL:

@@ -43,4 +43,23 @@ def require_fp8(device, what: str = "--precision fp8") -> tuple[float, list[str]
                         f"use bf16 on {device.key}")
 
 
-__all__ = ["fp8_devices", "fp8_peak_tflops", "require_fp8"]
+def training_precision_notes(precision: str | None, device) -> list[str]:
+    """What ``notes`` say of a training step's precision on ``device``: its meaning
+    (:data:`perfcast.workload.TRAIN_PRECISION_MEANING`) and, for ``fp8``, the FP8 peak used
+    (given, or derived with the rule) — refusing a device without FP8 units."""
+    from perfcast.workload import TRAIN_PRECISION_MEANING
+
+    out = []
+    if precision == "fp8":
+        peak, derived = require_fp8(device)
+        bf16 = device.peak_tflops("bf16")
+        out.append(f"precision: {TRAIN_PRECISION_MEANING['fp8']}; FP8 peak {peak:,.1f} TFLOPS "
+                   f"on {device.key} ({peak / bf16:.2g}× its bf16 peak)" if bf16 else
+                   f"precision: {TRAIN_PRECISION_MEANING['fp8']}; FP8 peak {peak:,.1f} TFLOPS")
+        out.extend(derived)
+    elif precision in TRAIN_PRECISION_MEANING:
+        out.append(f"precision: {TRAIN_PRECISION_MEANING[precision]}")
+    return out
+
+
+__all__ = ["fp8_devices", "fp8_peak_tflops", "require_fp8", "training_precision_notes"]

@@ -33,6 +33,7 @@ _PRECISION_FIELD = {
     "fp16": "peak_fp16_tflops",
     "amp": "peak_fp16_tflops",
     "bf16": "peak_bf16_tflops",
+    "bf16-pure": "peak_bf16_tflops",  # the training precision: bf16's peak
     "fp8": "peak_fp8_tflops",
     "fp64": "peak_fp64_tflops",
 }

@@ -35,6 +35,23 @@ backward pass. An iteration of ``n = B / (D·m)`` micro-batches::
               2·t_allgather + t_reducescatter − ω_fsdp·t_micro-batch)
     optimizer the sharded state's bytes (ZeRO ≥ 1: ÷ D) at η_m·bandwidth
 
+Context parallelism (C GPUs per sequence, ring attention as Megatron-LM / Transformer
+Engine's ``p2p``): the block is priced at ``m / C`` of the traced sequence (every node linear in
+its tokens; attention: S/C queries against all S keys, causal tiles balanced over the ring by
+the two-chunks-per-GPU split); per layer C − 1 ring steps each send the local K, V
+(``2·m·S/C·kv_heads·head_dim / T`` elements) to the next GPU while 1/C of the attention core
+runs — exposed ``(C − 1)·max(0, t_step − t_core / C)``; the backward sends K, V and their
+gradients (2× the bytes) behind 1/C of the core's backward; recomputing the attention runs
+the ring again. Expert parallelism (E GPUs of the D·C per MoE layer): the expert GEMMs'
+weights ÷ E (their work per GPU unchanged: uniform top-k routing — every GPU receives as
+many token-expert pairs as it sends, no capacity limit, no dropped tokens); per MoE layer two
+all-to-alls forward (dispatch, combine) and two backward of ``m·S/C / T · k · hidden``
+elements per GPU (with T > 1 the tensor-parallel ranks split the tokens, as Megatron's MoE
+runs with sequence parallelism), not overlapped
+(:meth:`~perfcast.parallel.collectives.CollectiveModel.all_to_all_ms`). The dense weights are
+replicated over the D·C GPUs (gradients reduced and ZeRO-sharded over them), the experts
+over D·C / E.
+
 Collectives come from :mod:`perfcast.parallel.collectives`; ``network`` (when set) is the
 achieved fraction of the inter-node bandwidth, in place of the collective model's (Vidur's
 cloud network reached ~20 % of its nominal 200 Gb/s per GPU; an InfiniBand or RoCE cluster far
@@ -128,12 +145,41 @@ def shipped_efficiency() -> Efficiency:
     return Efficiency.from_dict(json.loads(path.read_text()))
 
 
+#: Precisions whose activations are 16-bit (``fp8``: everything but the GEMMs runs in bf16).
+HALF_PRECISIONS = ("amp", "fp16", "bf16", "bf16-pure", "fp8")
+#: Precisions whose working weights and gradients are 16-bit. ``bf16`` (FSDP's
+#: ``MixedPrecision(param_dtype=bf16)``, Megatron's ``--bf16``) and ``fp8`` keep an fp32
+#: master copy beside them (:func:`_state_bytes`); ``bf16-pure`` none, its optimizer state in
+#: bf16 too.
+HALF_WEIGHTS = ("fp16", "bf16", "bf16-pure", "fp8")
+#: FP8 training (Transformer Engine's recipe; torchao float8 alike), per GEMM: the forward
+#: casts its bf16 input to FP8 (read 2 bytes, write 1 an element; the amax taken in the same
+#: pass) and its bf16 weight to FP8 and its transpose (read 2, write 2); the backward casts the
+#: output gradient to FP8 and its transpose (read 2, write 2) — memory-bound kernels at
+#: η_m·bandwidth. The scaling (amax history, scale update): one more launch per GEMM per pass.
+FP8_CAST_INPUT_BYTES, FP8_CAST_WEIGHT_BYTES, FP8_CAST_GRAD_BYTES = 3.0, 4.0, 4.0
+FP8_CAST_LAUNCHES_FWD, FP8_CAST_LAUNCHES_BWD = 3, 2
+#: Bytes per GEMM weight of the FP8 copies a layer holds (TE: the FP8 weight and its
+#: transpose, one byte each).
+FP8_WEIGHT_COPY_BYTES = 2.0
+
+
 def _act_bytes(precision: str) -> float:
-    return 2.0 if precision in ("amp", "fp16", "bf16") else 4.0
+    return 2.0 if precision in HALF_PRECISIONS else 4.0
 
 
 def _weight_bytes(precision: str) -> float:
-    return 2.0 if precision in ("fp16", "bf16") else 4.0
+    return 2.0 if precision in HALF_WEIGHTS else 4.0
+
+
+def _state_bytes(precision: str, optimizer: str) -> float:
+    """Optimizer-state bytes per parameter beside weights and gradients: the optimizer's
+    (halved in bf16 for ``bf16-pure``) + the fp32 master copy of fp16 / bf16 / fp8 training."""
+    opt = STATE_BYTES.get(optimizer, 0.0)
+    if precision == "bf16-pure":
+        return opt / 2.0
+    master = 4.0 if precision in ("fp16", "bf16", "fp8") and optimizer != "none" else 0.0
+    return opt + master
 
 
 #: AMD GPUs FlashAttention-2 runs on (ROCm's CK backend): CDNA 2 (MI200: gfx90a) and CDNA 3
@@ -222,7 +268,10 @@ def causal_fraction(seq: int) -> float:
 
 
 def _matrix_peak(device, precision: str) -> float:
-    p = {"amp": "fp16", "fp16": "fp16", "bf16": "bf16"}.get(precision, "fp32")
+    """The matrix peak (FLOP/s) of the precision's 16/32-bit products (``fp8``: its attention
+    and other products run in bf16; its GEMMs' FP8 peak is :func:`price`'s)."""
+    p = {"amp": "fp16", "fp16": "fp16", "bf16": "bf16", "bf16-pure": "bf16",
+         "fp8": "bf16"}.get(precision, "fp32")
     v = device.peak_tflops(p) or device.peak_fp32_tflops
     return float(v) * 1e12
 
@@ -241,14 +290,21 @@ class Priced:
     params: np.ndarray
     allreduce: np.ndarray
     flops: np.ndarray
+    expert_params: np.ndarray | None = None
 
 
-def price(tab: NodeTable, T: int, m: int, precision: str, device, eff: Efficiency, *,
-          fused: bool | None = None, causal: bool = False, seq: int = 0) -> Priced:
+def price(tab: NodeTable, T: int, m: float, precision: str, device, eff: Efficiency, *,
+          fused: bool | None = None, causal: bool = False, seq: int = 0,
+          expert: int = 1) -> Priced:
     """Per-node forward / backward milliseconds of ``tab`` at micro-batch ``m`` under T-way
     tensor parallelism on ``device`` (see the module docstring). ``fused``: the attention runs
     as FlashAttention (``None``: :func:`flash_supported`); ``causal`` with ``seq`` tokens: it
-    computes :func:`causal_fraction` of its scores."""
+    computes :func:`causal_fraction` of its scores. ``m`` may be a fraction: context
+    parallelism over C GPUs prices a table traced at the whole sequence at ``m / C`` — every
+    node's work is linear in its tokens, and the attention's too (each GPU's S/C queries
+    against all S keys: S²/C scores). ``expert``: E-way expert parallelism divides the expert
+    GEMMs' weights (their work stays: uniform routing brings each GPU as many tokens as it
+    sends)."""
     if fused is None:
         fused = flash_supported(device)
     inv = 1.0 / T
@@ -256,7 +312,9 @@ def price(tab: NodeTable, T: int, m: int, precision: str, device, eff: Efficienc
     a_b, w_b = _act_bytes(precision), _weight_bytes(precision)
     F = tab.flops * m * dv(tab.div_flops)
     act = (tab.act_in * dv(tab.in_div) + tab.act_out * dv(tab.out_div)) * m * a_b
-    wts = tab.weights * dv(tab.div_weights) * w_b
+    xp = tab.expert_mask()
+    e_div = np.where(xp, 1.0 / max(int(expert), 1), 1.0)
+    wts = tab.weights * dv(tab.div_weights) * e_div * w_b
     peak_m = _matrix_peak(device, precision)
     peak_v = float(device.peak_fp32_tflops) * 1e12
     bw = float(device.bandwidth_gbs) * 1e9 * eff.memory
@@ -287,11 +345,37 @@ def price(tab: NodeTable, T: int, m: int, precision: str, device, eff: Efficienc
     # the scores, 5 products for the forward's 2 (2.5×); eager attention keeps them (2×)
     bf = np.where(sdpa, 2.5 if fused else 2.0, np.where(tab.cls == MEM, 1.0, 2.0))
     bwd = np.where(tab.cls == VIEW, 0.0, np.maximum(bf * t_c, 2.0 * t_m)) + launch
+    if precision == "fp8":
+        fwd, bwd = _fp8_gemms(tab, fwd, bwd, F_run, t_m, launch, dv, e_div, m, eta, device,
+                              bw, eff)
     # eager attention also keeps its soft-maxed scores and dropout mask: 5 bytes a score
     saved = tab.saved * dv(tab.saved_div) * m * a_b + extra / 11.0 * 5.0
-    return Priced(fwd=fwd, bwd=bwd, saved=saved,
-                  params=tab.params * dv(tab.div_weights), allreduce=tab.allreduce * m,
-                  flops=tab.flops * m)
+    params = tab.params * dv(tab.div_weights) * e_div
+    return Priced(fwd=fwd, bwd=bwd, saved=saved, params=params, allreduce=tab.allreduce * m,
+                  flops=tab.flops * m, expert_params=np.where(xp, params, 0.0))
+
+
+def _fp8_gemms(tab, fwd, bwd, F, t_m, launch, dv, e_div, m, eta, device, bw, eff):
+    """FP8 training's GEMM times: the product at the FP8 peak (η the same as bf16's) + the
+    casts and scaling (:data:`FP8_CAST_INPUT_BYTES` …); a GEMM too small to gain stays in bf16,
+    as torchao float8's ``auto_filter_for_recipe`` leaves it (so no GEMM is slower in FP8)."""
+    from perfcast.devices.fp8 import fp8_peak_tflops
+
+    f8, _ = fp8_peak_tflops(device)
+    if not f8:
+        return fwd, bwd
+    gemm = tab.cls == GEMM
+    t_c8 = F / (float(f8) * 1e12 * eta) * 1e3
+    a_in = tab.act_in * dv(tab.in_div) * m
+    a_out = tab.act_out * dv(tab.out_div) * m
+    w_el = tab.weights * dv(tab.div_weights) * e_div
+    cast_f = (a_in * FP8_CAST_INPUT_BYTES + w_el * FP8_CAST_WEIGHT_BYTES) / bw * 1e3 \
+        + FP8_CAST_LAUNCHES_FWD * eff.launch_us / 1e3
+    cast_b = a_out * FP8_CAST_GRAD_BYTES / bw * 1e3 + FP8_CAST_LAUNCHES_BWD * eff.launch_us / 1e3
+    f8_fwd = np.maximum(t_c8, t_m) + launch + cast_f
+    f8_bwd = np.maximum(2.0 * t_c8, 2.0 * t_m) + launch + cast_b
+    use = gemm & (f8_fwd + f8_bwd < fwd + bwd)
+    return np.where(use, f8_fwd, fwd), np.where(use, f8_bwd, bwd)
 
 
 @dataclass
@@ -317,14 +401,18 @@ class Parts:
     post_bwd: float
     post_params: float
     model_flops: float
+    #: the block's backward ms of the attention core; its expert parameters per GPU (÷ T·E)
+    b_core_bwd: float = 0.0
+    b_expert_params: float = 0.0
 
 
-def parts(tm: TracedModel, T: int, m: int, precision: str, device, eff: Efficiency, *,
-          fused: bool | None = None) -> Parts:
+def parts(tm: TracedModel, T: int, m: float, precision: str, device, eff: Efficiency, *,
+          fused: bool | None = None, context: int = 1, expert: int = 1) -> Parts:
     """:class:`Parts` of ``tm`` at (T, m); ``fused``: FlashAttention (``None``: where the GPU
-    runs it)."""
-    p1, p2 = (price(t, T, m, precision, device, eff, fused=fused, causal=tm.causal,
-                    seq=tm.seq_len) for t in (tm.one, tm.two))
+    runs it); ``context``: the C GPUs of context parallelism (each prices ``m / C`` of the
+    traced sequence, :func:`price`); ``expert``: E-way expert parallelism."""
+    p1, p2 = (price(t, T, m / max(int(context), 1), precision, device, eff, fused=fused,
+                    causal=tm.causal, seq=tm.seq_len, expert=expert) for t in (tm.one, tm.two))
     one, two = tm.one, tm.two
 
     def diff(a, b, mask1=None, mask2=None):
@@ -348,7 +436,9 @@ def parts(tm: TracedModel, T: int, m: int, precision: str, device, eff: Efficien
                  b_allreduce=diff(p1.allreduce, p2.allreduce) - 0.0, b_n_allreduce=max(n_ar, 0),
                  pre_fwd=pre_fwd, pre_bwd=pre_bwd, pre_params=pre_params, pre_allreduce=pre_ar,
                  post_fwd=out_fwd - pre_fwd, post_bwd=out_bwd - pre_bwd,
-                 post_params=out_params - pre_params, model_flops=model_flops)
+                 post_params=out_params - pre_params, model_flops=model_flops,
+                 b_core_bwd=diff(p1.bwd, p2.bwd, c1, c2),
+                 b_expert_params=diff(p1.expert_params, p2.expert_params))
 
 
 # --------------------------------------------------------------------------------- layout
@@ -396,10 +486,12 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
     ``grad_bytes``: the gradients' element size in their reduction (default: the weights' —
     2 at fp16 / bf16, else 4; FSDP's ``reduce_dtype`` fp32 under bf16 compute is 4)."""
     T, P, D, m = layout.tensor, layout.pipeline, layout.data, micro_batch
+    C, E = getattr(layout, "context", 1), getattr(layout, "expert", 1)
     L, s, h = tm.shape.layers, tm.seq_len, tm.shape.hidden
+    s_loc = s / C  # the tokens of a sequence each GPU of a context-parallel group holds
     n_mb = batch // (D * m)
     fused = fused_attention(device, getattr(layout, "flash_attention", "auto"))
-    pr = prices or parts(tm, T, m, precision, device, eff, fused=fused)
+    pr = prices or parts(tm, T, m, precision, device, eff, fused=fused, context=C, expert=E)
     a_b = _act_bytes(precision)
     opt = optimizer or "none"
     coll_eff = coll if eff.network is None else replace(coll, eta_inter=eff.network, eta_p2p_inter=eff.network)
@@ -417,7 +509,29 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
         tp_block = pr.b_n_allreduce * ar(size, T, kT)
     tp_pre = ar(pr.pre_allreduce * a_b, T, kT) if T > 1 and pr.pre_allreduce else 0.0
     # the head's input-gradient all-reduce and the loss's three small ones
-    tp_post = (ar(m * s * h * a_b, T, kT) + 3 * ar(m * s * 4.0, T, kT)) if T > 1 else 0.0
+    tp_post = (ar(m * s_loc * h * a_b, T, kT) + 3 * ar(m * s_loc * 4.0, T, kT)) if T > 1 else 0.0
+    # context parallelism (ring attention, Megatron / Transformer Engine's p2p): per layer, C − 1
+    # steps each sending the local K and V block to the next GPU of the ring while attending
+    # to the block received — a step's transfer hidden behind 1/C of the attention core
+    # (forward); the backward passes K, V and their gradients (twice the bytes) behind 1/C of
+    # the core's backward
+    cp_f = cp_b = 0.0
+    if C > 1:
+        hd = tm.shape.head_dim or h // max(tm.shape.heads, 1)
+        kv = m * s_loc * 2 * tm.shape.kv_heads * hd / T * a_b
+        hop = 2 if T * C <= cluster.gpus_per_node else 1  # the ring inside a node or across
+        cp_f = (C - 1) * max(0.0, coll_eff.time_ms("send_recv", kv, 2, hop, cluster)
+                             - pr.b_core / C)
+        cp_b = (C - 1) * max(0.0, coll_eff.time_ms("send_recv", 2 * kv, 2, hop, cluster)
+                             - pr.b_core_bwd / C)
+    # expert parallelism: per MoE layer the tokens dispatched to their top-k experts' GPUs and
+    # the results combined back — two all-to-alls in the forward, two in the backward, over the
+    # E GPUs (ranks T apart), not overlapped; uniform routing (each GPU keeps 1/E)
+    ep_layer = 0.0
+    if E > 1 and pr.b_expert_params > 0:
+        k = tm.shape.experts_per_token or 1
+        ep_layer = 2 * coll_eff.all_to_all_ms(m * s_loc / T * k * h * a_b, E,
+                                              group_per_node(E, T, cluster), cluster)
     # recomputation
     if layout.recompute == "full":
         rc_block, rc_tp = pr.b_fwd, tp_block
@@ -428,13 +542,13 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
     # the loss over the (vocabulary-split) logits: softmax + gradient, fp32
     V = tm.shape.vocab or 0
     bw = float(device.bandwidth_gbs) * 1e9 * eff.memory
-    loss_f = 3 * m * s * V / T * 4.0 / bw * 1e3 if V else 0.0
+    loss_f = 3 * m * s_loc * V / T * 4.0 / bw * 1e3 if V else 0.0
     # pipeline send / receive of one micro-batch's activations: every tensor-parallel rank
     # sends its (replicated) copy to its peer of the next stage — no scatter / gather
     pp = 0.0
     if P > 1:
-        pp_inter = T * D >= cluster.gpus_per_node
-        pp = v * coll_eff.time_ms("send_recv", m * s * h * a_b, 2, 1 if pp_inter else 2,
+        pp_inter = T * C * D >= cluster.gpus_per_node
+        pp = v * coll_eff.time_ms("send_recv", m * s_loc * h * a_b, 2, 1 if pp_inter else 2,
                                   cluster)
     stages = []
     for st in range(P):
@@ -452,9 +566,17 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
             comp_b += pr.post_bwd + loss_f
             tp_b += tp_post
         p2p = pp * (2 if 0 < st < P - 1 else 1) if P > 1 else 0.0
+        # the ring runs again when the attention is recomputed; the all-to-alls when the
+        # whole layer is
+        cp = lps * (cp_f + cp_b + (cp_f if layout.recompute != "none" else 0.0))
+        ep = lps * ep_layer * (3 if layout.recompute == "full" else 2)
+        cp_bwd = lps * (cp_b + (cp_f if layout.recompute != "none" else 0.0))
+        ep_bwd = lps * ep_layer * (2 if layout.recompute == "full" else 1)
         stages.append({"compute": comp_f + comp_b, "recompute": rc, "tp": tp_f + tp_b + rct,
-                       "pp": p2p, "b": comp_b + rc + tp_b + rct})
-    tot = [x["compute"] + x["recompute"] + x["tp"] + x["pp"] for x in stages]
+                       "pp": p2p, "cp": cp, "ep": ep,
+                       "b": comp_b + rc + tp_b + rct + cp_bwd + ep_bwd})
+    tot = [x["compute"] + x["recompute"] + x["tp"] + x["pp"] + x["cp"] + x["ep"]
+           for x in stages]
     smax = int(np.argmax(tot))
     crit = stages[smax]
     t_pipe = n_mb * tot[smax] + (sum(tot) - tot[smax]) / v
@@ -467,49 +589,72 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
     stage_params = [lps * pr.b_params + (pr.pre_params if st == 0 else 0.0)
                     + (post_params if st == P - 1 else 0.0) for st in range(P)]
     p_gpu = max(stage_params)
+    # the weights are replicated over the D·C GPUs of the data-parallel × context-parallel
+    # group (their gradients reduced, ZeRO's shards split over it); expert parallelism holds
+    # 1/E of the experts per GPU (÷ E in the prices), replicated over D·C / E GPUs
+    Dg, De = D * C, max(1, D * C // E)
+    e_gpu = lps * pr.b_expert_params if E > 1 else 0.0
+    d_gpu = p_gpu - e_gpu
+    kDe = group_per_node(De, T * E, cluster)
     # data parallel: gradient all-reduce (ZeRO 1/2: reduce-scatter + all-gather), once per
     # iteration, bucketed and overlapped with the last micro-batch's backward pass
-    g_b = float(grad_bytes) if grad_bytes else (2.0 if precision in ("fp16", "bf16") else 4.0)
-    kD = group_per_node(D, T, cluster)
+    g_b = float(grad_bytes) if grad_bytes else _weight_bytes(precision)
+    kD = group_per_node(Dg, T, cluster)
     dp = dp_exposed = z3 = 0.0
-    if D > 1 and layout.zero < 3:
-        dp = ar(p_gpu * g_b, D, kD)
-        bucket = ar(min(BUCKET_BYTES, p_gpu * g_b), D, kD)
+    if Dg > 1 and layout.zero < 3:
+        dp = ar(d_gpu * g_b, Dg, kD) + ar(e_gpu * g_b, De, kDe)
+        bucket = ar(min(BUCKET_BYTES, p_gpu * g_b), Dg, kD)
         dp_exposed = max(bucket, dp - eff.overlap * crit["b"])
-    elif D > 1:
+    elif Dg > 1:
         # ZeRO-3 / FSDP FULL_SHARD, per micro-batch: the weights all-gathered for the forward
         # and again for the backward, the gradients reduce-scattered — one collective per
         # layer, prefetched while the previous layer computes (ω_fsdp of the micro-batch's
         # compute hides them); the first layer's gather is never hidden
-        ag = coll_eff.time_ms("all_gather", p_gpu * _weight_bytes(precision), D, kD, cluster)
-        rs = coll_eff.time_ms("reduce_scatter", p_gpu * g_b, D, kD, cluster)
+        wb = _weight_bytes(precision)
+        ag = coll_eff.time_ms("all_gather", d_gpu * wb, Dg, kD, cluster) + \
+            coll_eff.time_ms("all_gather", e_gpu * wb, De, kDe, cluster)
+        rs = coll_eff.time_ms("reduce_scatter", d_gpu * g_b, Dg, kD, cluster) + \
+            coll_eff.time_ms("reduce_scatter", e_gpu * g_b, De, kDe, cluster)
         comm = 2 * ag + rs
         t_mb = tot[smax]
         z3 = n_mb * max(ag / max(lps, 1), comm - eff.overlap_fsdp * t_mb)
     # optimizer step over the (ZeRO-sharded) state
-    shard = D if layout.zero >= 1 else 1
-    t_opt = p_gpu / shard * STEP_BYTES.get(opt, 0.0) / bw * 1e3
+    shard = Dg if layout.zero >= 1 else 1
+    shard_e = De if layout.zero >= 1 else 1
+    t_opt = (d_gpu / shard + e_gpu / shard_e) * STEP_BYTES.get(opt, 0.0) / bw * 1e3 \
+        * (0.5 if precision == "bf16-pure" else 1.0)
     time = t_pipe + dp_exposed + z3 + t_opt + eff.step_ms
     breakdown = {"compute": n_mb * crit["compute"], "recompute": n_mb * crit["recompute"],
                  "tensor_parallel_allreduce": n_mb * crit["tp"],
                  "pipeline_send_recv": n_mb * crit["pp"], "pipeline_bubble": bubble,
                  "data_parallel_allreduce": dp_exposed, "zero3_allgather": z3,
                  "optimizer": t_opt, "overhead": eff.step_ms}
+    if C > 1:
+        breakdown["context_parallel_p2p"] = n_mb * crit["cp"]
+    if E > 1:
+        breakdown["expert_parallel_alltoall"] = n_mb * crit["ep"]
     # memory per GPU (the first stage: embedding and the most micro-batches in flight)
     w_b = _weight_bytes(precision)
-    master = 4.0 if precision in ("fp16", "bf16") and opt != "none" else 0.0
-    state = STATE_BYTES.get(opt, 0.0) + master
+    state = _state_bytes(precision, opt)
     z = layout.zero
-    weights = p_gpu * w_b / (D if z >= 3 else 1)
-    grads = p_gpu * g_b / (D if z >= 2 else 1)
-    states = p_gpu * state / (D if z >= 1 else 1)
+
+    def held(params: float, per: float, stage: int) -> float:
+        """Bytes per GPU of ``params`` (its experts ``e_gpu`` sharded over De, the rest over
+        Dg) at ``per`` bytes each, ZeRO sharding from ``stage`` on."""
+        if z < stage:
+            return params * per
+        return ((params - e_gpu) / Dg + e_gpu / De) * per
+
+    weights = held(p_gpu, w_b, 3)
+    grads = held(p_gpu, g_b, 2)
+    states = held(p_gpu, state, 1)
     if layout.schedule == "gpipe":
         inflight = n_mb
     elif P > 1:
         inflight = min(P, n_mb) * ((1 + (P - 1) / (P * v)) if v > 1 else 1.0)
     else:
         inflight = 1
-    layer_in = m * s * h * a_b
+    layer_in = m * s_loc * h * a_b
     if layout.recompute == "full":
         act = inflight * lps * layer_in + pr.b_saved
     elif layout.recompute == "selective":
@@ -520,27 +665,33 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
     # run it (Megatron's vocabulary-parallel and OneFlow's sparse soft-max cross-entropy,
     # llm-foundry's fused_crossentropy): the 16-bit logits kept for the backward pass and
     # their gradient — no fp32 copies
-    logits = (m * s * V / T * LOSS_BYTES_PER_LOGIT * a_b / 2) if V and P == 1 else 0.0
+    logits = (m * s_loc * V / T * LOSS_BYTES_PER_LOGIT * a_b / 2) if V and P == 1 else 0.0
     act += inflight * layer_in  # the embedding output
     mem = {"weights": weights / MIB, "gradients": grads / MIB, "optimizer_state": states / MIB,
            "activations": act / MIB, "logits": logits / MIB, "runtime": runtime_mb}
-    if z >= 3 and D > 1:
+    if z >= 3 and Dg > 1:
         # FSDP's gathered units: the layer computing and the one prefetched (weights), the
         # layer whose gradients wait for their reduce-scatter, and the outside (embeddings,
         # head) held whole from the forward to the end of the backward
-        unit = pr.b_params
+        unit = pr.b_params - (pr.b_expert_params if E > 1 and De == 1 else 0.0)
         mem["zero3_buffers"] = (2 * unit * w_b + unit * g_b
                                 + (pr.pre_params + post_params) * w_b) / MIB
+    if precision == "fp8":
+        # the FP8 copies of the blocks' GEMM weights: FSDP / ZeRO-3 makes them for its two
+        # gathered units only, otherwise every layer of the stage keeps them (TE caches them
+        # over the micro-batches of an iteration)
+        n_units = 2 if z >= 3 and Dg > 1 else lps
+        mem["fp8_weight_copies"] = n_units * pr.b_params * FP8_WEIGHT_COPY_BYTES / MIB
     if P > 1:  # the last stage: its logits instead of the first stage's deeper pipeline
         last = dict(mem)
         last_params = stage_params[-1]
-        last["weights"] = last_params * w_b / (D if z >= 3 else 1) / MIB
-        last["gradients"] = last_params * g_b / (D if z >= 2 else 1) / MIB
-        last["optimizer_state"] = last_params * state / (D if z >= 1 else 1) / MIB
+        last["weights"] = held(last_params, w_b, 3) / MIB
+        last["gradients"] = held(last_params, g_b, 2) / MIB
+        last["optimizer_state"] = held(last_params, state, 1) / MIB
         full = lps * (layer_in if layout.recompute == "full" else pr.b_saved)
         last["activations"] = (full + (pr.b_saved if layout.recompute == "full" else 0.0)) \
             / MIB
-        last["logits"] = m * s * V / T * LOSS_BYTES_PER_LOGIT * a_b / 2 / MIB if V else 0.0
+        last["logits"] = m * s_loc * V / T * LOSS_BYTES_PER_LOGIT * a_b / 2 / MIB if V else 0.0
         if sum(last.values()) > sum(mem.values()):
             mem = last
     # per-GPU work of the iteration (the power model's features)
@@ -550,7 +701,7 @@ def estimate(tm: TracedModel, layout: Layout, *, batch: int, micro_batch: int,
     kernels = float(tm.two.launches.sum() - tm.one.launches.sum()) * lps * 3 * n_mb
     return Estimate(layout=replace(layout, micro_batch=m), micro_batches=n_mb, time_ms=time,
                     breakdown_ms=breakdown, memory_mb=float(sum(mem.values())),
-                    memory_breakdown_mb=mem, model_flops=3 * pr.model_flops * batch / m,
+                    memory_breakdown_mb=mem, model_flops=3 * pr.model_flops * C * batch / m,
                     gpu_flops=flops_gpu, gpu_bytes=bytes_gpu, gpu_kernels=kernels)
 
 

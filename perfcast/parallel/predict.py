@@ -159,7 +159,16 @@ class TransformerLayouts:
         s = self.shape
         self.w.replace(layout=layout).check_layout(layers=s.layers, heads=s.heads,
                                                    hidden=s.hidden, kv_heads=s.kv_heads,
-                                                   gpus=gpus, name=s.model_id)
+                                                   gpus=gpus, name=s.model_id,
+                                                   experts=s.experts)
+        if layout.context > 1 and self.seq_len % (2 * layout.context):
+            raise PerfcastError(f"--context-parallel {layout.context} splits each sequence "
+                                f"into 2·C = {2 * layout.context} chunks: the "
+                                f"{self.seq_len:,}-token sequence must be a multiple of "
+                                f"{2 * layout.context}")
+        if layout.expert > 1 and not self.traced.one.expert_mask().any():
+            raise PerfcastError(f"--expert-parallel {layout.expert}: {s.model_id}'s traced "
+                                f"layer shows no grouped expert product to split; use 1")
         if layout.pipeline > 1 and self.traced.part is None:
             raise PerfcastError(f"{s.model_id}: its layers are not alike (its one- and "
                                 f"two-layer graphs do not align), so they cannot be split into "
@@ -167,10 +176,11 @@ class TransformerLayouts:
 
     def estimate(self, layout: Layout, micro_batch: int) -> Estimate:
         fused = fused_attention(self.device, layout.flash_attention)
-        key = (layout.tensor, micro_batch, fused)
+        key = (layout.tensor, micro_batch, fused, layout.context, layout.expert)
         if key not in self._parts:
             self._parts[key] = parts(self.traced, layout.tensor, micro_batch,
-                                     self.w.precision, self.device, self.eff, fused=fused)
+                                     self.w.precision, self.device, self.eff, fused=fused,
+                                     context=layout.context, expert=layout.expert)
         pr, ft = self._parts[key], self.finetune
         if ft is not None:  # the adapters trained, the base frozen
             pr = ft.parts(pr, self.traced, layout, micro_batch, self.device, self.eff, fused)
@@ -232,6 +242,9 @@ def predict_parallel(w: Workload, device, *, cluster: Any = None,
     notes.extend(notes_for(device, ("compute_capability", "peak_bf16_tflops")))
     device = complete(device)[0]
     w = _defaults(w, device, notes)
+    from perfcast.devices.fp8 import training_precision_notes
+
+    notes.extend(training_precision_notes(w.precision, device))
     if w.model.kind == "hf" and _is_transformer(w):
         return _transformer(w, device, cl, notes, use_cache, power_limit_w, eff, coll)
     if single is None:
@@ -280,7 +293,8 @@ def _power(est_flops: float, est_bytes: float, kernels: float, time_ms: float, d
                           batch)
     p, _, _ = pm.step(feats, device, limit)
     return p, (f"energy_j: power {p:,.0f} W per GPU from the power model (perfcast.energy, the "
-               f"one energy code path) on the iteration's per-GPU work, × GPUs × time")
+               f"one energy code path) on the iteration's per-GPU work, × GPUs × time; "
+               f"{pm.note(device)}")
 
 
 def _finish(out: ParallelPrediction, device) -> ParallelPrediction:
@@ -303,6 +317,7 @@ def _transformer(w, device, cl, notes, use_cache, limit_w, eff, coll) -> Paralle
         notes.append(tl.seq_note)
     tl.check(w.layout)
     notes.append(attention_note(device, w.layout.flash_attention))
+    notes.extend(layout_notes(w.layout, tl.shape))
     est, tried = tl.best(w.layout)
     lay = est.layout
     if w.layout.micro_batch is None:
@@ -358,8 +373,41 @@ def _transformer(w, device, cl, notes, use_cache, limit_w, eff, coll) -> Paralle
     return _finish(out, device)
 
 
+#: What ``notes`` say of context parallelism (the assumptions), after "C GPUs per sequence".
+CP_ASSUMPTIONS = ("ring attention, Megatron-LM / Transformer Engine's p2p: each GPU holds S/C "
+                  "tokens — activations and every layer's work ÷ C; the causal mask balanced "
+                  "by two chunks per GPU; per layer C − 1 ring steps pass K and V (and their "
+                  "gradients in the backward), each hidden behind 1/C of the attention core, "
+                  "the excess exposed (context_parallel_p2p); the weights replicated over the "
+                  "D·C GPUs (gradients reduced, ZeRO-sharded over them)")
+#: What ``notes`` say of expert parallelism (the assumptions).
+EP_ASSUMPTIONS = ("routing assumed uniform with each model's top-k (every GPU receives as many "
+                  "token-expert pairs as it sends: no hot expert, no capacity limit, no dropped "
+                  "token); per MoE layer two all-to-alls forward (dispatch, combine) and two "
+                  "backward of tokens × k × hidden, not overlapped (expert_parallel_alltoall), "
+                  "at the gathers' fitted bandwidth share (no all-to-all was profiled); the "
+                  "experts' weights, gradients and optimizer state ÷ E, replicated over "
+                  "D·C / E GPUs")
+
+
+def layout_notes(layout: Layout, shape) -> list[str]:
+    """What ``notes`` say of a layout's context and expert parallelism (the assumptions)."""
+    out = []
+    C, E = layout.context, layout.expert
+    if C > 1:
+        out.append(f"context_parallel: {C} GPUs per sequence — {CP_ASSUMPTIONS}")
+    if E > 1:
+        out.append(f"expert_parallel: {E} GPUs hold {shape.experts // E} of the "
+                   f"{shape.experts} experts of every MoE layer each (top-"
+                   f"{shape.experts_per_token or 1}) — {EP_ASSUMPTIONS}")
+    return out
+
+
 def _peak(device, precision: str) -> float | None:
-    p = {"amp": "fp16", "fp16": "fp16", "bf16": "bf16"}.get(precision, "fp32")
+    """The peak MFU is reported against: the 16-bit tensor peak of 16-bit and FP8 training
+    (an FP8 run's MFU against the bf16 peak, as torchtitan reports it)."""
+    p = {"amp": "fp16", "fp16": "fp16", "bf16": "bf16", "bf16-pure": "bf16",
+         "fp8": "bf16"}.get(precision, "fp32")
     v = device.peak_tflops(p)
     return float(v) * 1e12 if v else None
 

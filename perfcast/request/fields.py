@@ -31,9 +31,11 @@ from perfcast.workload import (
     ENGINES,
     FLASH_ATTENTION,
     GENERATE_PRECISIONS,
+    KV_CACHE_DTYPES,
     LLAMA_CPP_N_BATCH,
     LLAMA_CPP_N_UBATCH,
     MAX_GPUS,
+    MODEL_PRECISIONS,
     MODES,
     OBJECTIVES,
     OPTIMIZERS,
@@ -198,6 +200,13 @@ _MODE_OVERRIDES = {c: {"choices": m, "default": d, "help": _mode_help(m)}
 #: The precision's help for the modes that trace a graph.
 _GRAPH_PRECISION_HELP = (f"{_or(PRECISIONS)} (amp: float16 autocast; default: the precision "
                          f"measured on that device and mode, else fp32)")
+#: ``--mode train``'s meanings of the 16-bit and 8-bit precisions (the table and help say them).
+_TRAIN_PRECISION_HELP = ("; --mode train: bf16 = bf16 autocast with fp32 master weights, "
+                         "gradients and optimizer state (torch.autocast, FSDP mixed precision, "
+                         "Megatron --bf16), bf16-pure = model, gradients and optimizer state "
+                         "all in bf16, fp8 = FP8 GEMMs forward and backward at the FP8 tensor "
+                         "peak, the rest bf16, fp32 master weights (Transformer Engine / "
+                         "torchao float8; GPUs with FP8 units)")
 
 _P = ("predict",)
 #: the commands that take --finetune (a training step of a layout, on one GPU or many)
@@ -237,12 +246,16 @@ FIELDS: tuple[Field, ...] = (
           commands=_DECIDE + ("memory",) + _R, overrides=_MODE_OVERRIDES,
           help=_mode_help(ALL)),
     Field("precision", "str", "workload",
-          choices=tuple(dict.fromkeys((*PRECISIONS, *GENERATE_PRECISIONS))),
+          choices=tuple(dict.fromkeys((*MODEL_PRECISIONS, *GENERATE_PRECISIONS))),
           commands=_DECIDE + ("memory",) + _R,
-          overrides={c: {"choices": PRECISIONS, "help": _GRAPH_PRECISION_HELP}
-                     for c in ("memory", "power-limit", "report")},
-          help=_GRAPH_PRECISION_HELP + f"; --mode generate: {_or(GENERATE_PRECISIONS)} "
-               f"(int8 / int4: weight-only; the upper-case ones are llama.cpp's GGUF formats; "
+          overrides={**{c: {"choices": PRECISIONS, "help": _GRAPH_PRECISION_HELP}
+                        for c in ("power-limit", "report")},
+                     "memory": {"choices": (*PRECISIONS, "bf16-pure"),
+                                "help": _GRAPH_PRECISION_HELP + _TRAIN_PRECISION_HELP}},
+          help=_GRAPH_PRECISION_HELP.replace(_or(PRECISIONS), _or(MODEL_PRECISIONS), 1)
+               + _TRAIN_PRECISION_HELP + f"; --mode generate: {_or(GENERATE_PRECISIONS)} "
+               f"(int8 / int4: weight-only; fp8: FP8 weights and activations, vLLM / "
+               f"TensorRT-LLM; the upper-case ones are llama.cpp's GGUF formats; "
                f"default fp16)"),
     Field("optimizer", "str", "workload", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS,
           modes=("train",), commands=_GRAPH_CMDS + ("memory",) + _R,
@@ -298,6 +311,17 @@ FIELDS: tuple[Field, ...] = (
           help="The attention kernel of hf: transformers: auto = FlashAttention where the GPU "
                "runs it (NVIDIA compute capability ≥ 8.0, AMD MI200 / MI300: no S² scores "
                "kept, recomputed in the backward pass), eager attention elsewhere"),
+    Field("context_parallel", "int", "layout", default=1, unit="GPUs", minimum=1,
+          maximum=MAX_GPUS, modes=("train",),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="GPUs splitting each sequence (C, context parallelism: ring attention passes "
+               "K and V around them; 2·C divides --seq-len); the GPUs are D·T·P·C"),
+    Field("expert_parallel", "int", "layout", default=1, unit="GPUs", minimum=1,
+          maximum=MAX_GPUS, modes=("train", "generate"),
+          commands=("predict", "fit", "cost", "rank", "plan"),
+          help="GPUs splitting a mixture of experts' experts (E; all-to-all dispatch and "
+               "combine); train: E divides D·C and the experts; --mode generate: E of the "
+               "--tensor-parallel devices hold the experts"),
     Field("cluster", "str", "layout",
           why="--cluster describes the GPUs of a training step over several GPUs (with "
               "--data-parallel, --tensor-parallel or --pipeline-parallel)", modes=("train",),
@@ -309,6 +333,12 @@ FIELDS: tuple[Field, ...] = (
     Field("engine", "str", "serving", choices=ENGINES, modes=("generate",), commands=_SERVE,
           aliases=("--framework",),
           help=f"Serving engine (default {DEFAULT_ENGINE})"),
+    Field("kv_cache_dtype", "str", "serving", default="auto", choices=KV_CACHE_DTYPES,
+          modes=("generate",),
+          commands=_SERVE,
+          help="The KV cache's element type: auto = the model's 16-bit type; fp8 = vLLM's / "
+               "TensorRT-LLM's FP8 KV cache, one byte an element, half the cache (GPUs with "
+               "FP8 units)"),
     Field("input_len", "int", "serving", unit="tokens", modes=("generate",), commands=_SERVE,
           overrides={"ui": {"default": 512}},
           help="Prompt tokens per request"),

@@ -26,7 +26,7 @@ from perfcast.workload import LAYOUT_KEYWORDS, MAX_SIZE, Workload
 #: serving fields included); the rest are options or the decision's own.
 WORKLOAD_FIELDS = ("batch_size", "input_size", "seq_len", "mode", "precision", "optimizer",
                    "tf32", "engine", "input_len", "output_len", "n_batch", "n_ubatch",
-                   "finetune", "lora_rank", "lora_targets", *LAYOUT_KEYWORDS)
+                   "kv_cache_dtype", "finetune", "lora_rank", "lora_targets", *LAYOUT_KEYWORDS)
 #: The options of how perfcast answers (:class:`Options`).
 OPTION_FIELDS = ("predictor", "threads", "coverage", "power_limit_w", "store",
                  "runtime_overhead_mb", "use_cache", "cluster")
@@ -145,6 +145,9 @@ class Request:
                 # plan searches what the layout leaves unset: a schedule is checked against
                 # the pipeline stages each candidate has, not the request's default of one
                 wk.pop("schedule", None)
+            if command == "plan" and not {"data_parallel", "context_parallel"} <= given:
+                # likewise E, which must divide each candidate's D·C
+                wk.pop("expert_parallel", None)
             wl = Workload.of(model, example_inputs=example, **wk)
         opts = Options(**{k: values[k] for k in OPTION_FIELDS if k in values})
         decision = {k: v for k, v in values.items()
@@ -212,7 +215,8 @@ def _workload_options(w: Workload) -> dict[str, Any]:
          "mode": w.mode, "precision": w.precision, "optimizer": w.optimizer,
          "tf32": w.tf32, "engine": w.engine, "input_len": w.input_len,
          "output_len": w.output_len, "n_batch": w.n_batch, "n_ubatch": w.n_ubatch,
-         "finetune": w.finetune, "lora_rank": w.lora_rank, "lora_targets": w.lora_targets}
+         "kv_cache_dtype": w.kv_cache_dtype, "finetune": w.finetune,
+         "lora_rank": w.lora_rank, "lora_targets": w.lora_targets}
     lay = w.layout.to_dict()
     lay.pop("gpus", None)
     d.update(lay)

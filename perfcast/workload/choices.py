@@ -9,8 +9,46 @@ from __future__ import annotations
 MODES = ("infer", "train", "generate")
 #: The modes a model's graph is traced and measured in (``generate`` is priced from them).
 GRAPH_MODES = ("infer", "train")
-#: ``amp`` = float16 autocast with fp32 weights; ``fp16`` / ``bf16`` = the whole model converted.
+#: The precisions the learned models know (their features encode these four): ``amp`` =
+#: float16 autocast with fp32 weights; ``fp16`` = the whole model converted; ``bf16`` —
+#: training: bf16 autocast with fp32 master weights, gradients and optimizer state (what
+#: ``torch.autocast(dtype=torch.bfloat16)``, FSDP's ``MixedPrecision(param_dtype=bf16)`` and
+#: Megatron's ``--bf16`` run: 16 bytes a parameter with AdamW); inference: the weights in bf16
+#: (no master copy is needed to run a model).
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+#: Training precisions beyond :data:`PRECISIONS`, answered from the bf16 models plus physics:
+#: ``bf16-pure`` = the whole model, its gradients and optimizer state in bf16 (``model.to(
+#: torch.bfloat16)``; 8 bytes a parameter with AdamW); ``fp8`` = FP8 training (Transformer
+#: Engine / torchao float8): the GEMMs forward and backward in FP8 at the FP8 tensor peak,
+#: everything else in bf16, fp32 master weights and optimizer state, an FP8 copy of each GEMM
+#: weight (GPUs with FP8 units only: :mod:`perfcast.devices.fp8`).
+EXTRA_PRECISIONS = ("bf16-pure", "fp8")
+#: What each 16/8-bit training precision means, as ``notes`` say it (``--mode train``).
+TRAIN_PRECISION_MEANING = {
+    "amp": "amp = float16 autocast: fp32 weights (the master copy), gradients and optimizer "
+           "state, 16-bit activations, a GradScaler",
+    "bf16": "bf16 = bf16 autocast with fp32 master weights, gradients and optimizer state "
+            "(torch.autocast(dtype=bfloat16), FSDP MixedPrecision(param_dtype=bf16), Megatron "
+            "--bf16: 16 bytes a parameter with Adam / AdamW); --precision bf16-pure for the "
+            "model, gradients and optimizer state all in bf16",
+    "bf16-pure": "bf16-pure = the model converted to bf16 (model.to(torch.bfloat16)): "
+                 "weights, gradients and optimizer state all in bf16, no fp32 master (8 bytes "
+                 "a parameter with Adam / AdamW)",
+    "fp16": "fp16 = the model converted to float16: weights, gradients and activations in "
+            "16 bits",
+    "fp8": "fp8 = FP8 training (Transformer Engine / torchao float8): every linear layer's "
+           "GEMMs forward and backward in FP8 (E4M3 / E5M2, per-tensor scaling) at the FP8 "
+           "tensor peak with bf16's efficiency, attention, norms, activations and the loss in "
+           "bf16; per GEMM the casts of its input, weight and output gradient to FP8 (the amax "
+           "taken in the same pass, one scaling launch per pass); a GEMM too small to gain "
+           "stays in bf16 (torchao's auto filter); fp32 master weights and optimizer state "
+           "as bf16 autocast, plus the FP8 copy and transpose of each GEMM weight (2 bytes a "
+           "weight, as TE keeps them); activations saved in bf16 (TE saves FP8 GEMM inputs: "
+           "an upper bound)",
+}
+#: What ``--mode infer`` / ``train`` accept: :data:`PRECISIONS` + :data:`EXTRA_PRECISIONS`
+#: (``fp8`` is for ``train`` and ``generate``).
+MODEL_PRECISIONS = (*PRECISIONS, *EXTRA_PRECISIONS)
 #: How fp32 matmuls and convolutions run on GPUs with TF32 tensor cores (NVIDIA Ampere and
 #: newer): ``default`` — PyTorch's defaults, convolutions in TF32
 #: (``torch.backends.cudnn.allow_tf32 = True``) and matmuls in full FP32
@@ -26,8 +64,14 @@ TF32_MODES = ("default", "on", "off")
 #: ``Q4_K_M`` / ``F16``, :func:`perfcast.generation.resolve`).
 GGUF_PRECISIONS = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
 #: Serving precisions (``--mode generate``): ``int8`` / ``int4`` are weight-only quantization;
-#: the GGUF formats (:data:`GGUF_PRECISIONS`) are llama.cpp's.
-GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4", *GGUF_PRECISIONS)
+#: ``fp8`` = FP8 weights and activations (W8A8-FP8: vLLM ``--quantization fp8``, TensorRT-LLM
+#: FP8; GPUs with FP8 units); the GGUF formats (:data:`GGUF_PRECISIONS`) are llama.cpp's.
+GENERATE_PRECISIONS = ("fp16", "bf16", "fp32", "int8", "int4", "fp8", *GGUF_PRECISIONS)
+#: The KV cache's element type (``--kv-cache-dtype``, ``--mode generate``): ``auto`` = the
+#: model's 16-bit type; ``fp8`` = vLLM's ``--kv-cache-dtype fp8`` / TensorRT-LLM's FP8 KV
+#: cache (one byte an element: half the cache), in :data:`FP8_KV_ENGINES` on GPUs with FP8.
+KV_CACHE_DTYPES = ("auto", "fp16", "bf16", "fp8")
+FP8_KV_ENGINES = ("vllm", "trt-llm")
 #: Serving engines (``--mode generate``) and the default one.
 ENGINES = ("vllm", "trt-llm", "llama.cpp", "deepspeed-mii", "hf")
 DEFAULT_ENGINE = "vllm"

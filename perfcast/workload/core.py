@@ -18,10 +18,13 @@ from perfcast.workload.choices import (
     GENERATE_PRECISIONS,
     GGUF_PRECISIONS,
     GRAPH_MODES,
+    FP8_KV_ENGINES,
     INTERLEAVED_CHUNKS,
+    KV_CACHE_DTYPES,
     LLAMA_CPP_N_BATCH,
     MAX_SERVING_DEVICES,
     MAX_SIZE,
+    MODEL_PRECISIONS,
     MODES,
     OPTIMIZERS,
     PRECISIONS,
@@ -74,6 +77,9 @@ class Workload:
     * ``n_batch`` / ``n_ubatch`` — ``--engine llama.cpp`` only: its logical and physical batch
       in tokens (``None`` = :data:`LLAMA_CPP_N_BATCH` and ``min(`` :data:`LLAMA_CPP_N_UBATCH`
       ``, n_batch)``, filled in by :func:`perfcast.generation.resolve`);
+    * ``kv_cache_dtype`` — ``--mode generate``: the KV cache's element type
+      (:data:`KV_CACHE_DTYPES`; ``None`` / ``auto`` = the model's 16-bit type; ``fp8`` in
+      :data:`FP8_KV_ENGINES`);
     * ``tf32`` — :data:`TF32_MODES`: what fp32 matmuls and convolutions run as on GPUs with TF32
       units (``default``: PyTorch's defaults; ``on``: NGC containers; ``off``);
     * ``layout`` — the :class:`Layout` over GPUs (training: data, tensor and pipeline
@@ -98,6 +104,7 @@ class Workload:
     tf32: str = "default"
     n_batch: int | None = None
     n_ubatch: int | None = None
+    kv_cache_dtype: str | None = None
     #: ``--finetune`` (:mod:`perfcast.workload.finetune`): ``None`` (a training step of the
     #: model as given), ``full``, ``lora`` or ``qlora``; the adapters' rank and projections
     finetune: str | None = None
@@ -112,6 +119,7 @@ class Workload:
            output_len: int | None = None, engine: str | None = None,
            layout: Layout | None = None, tf32: str | None = None,
            n_batch: int | None = None, n_ubatch: int | None = None,
+           kv_cache_dtype: str | None = None,
            finetune: str | None = None, lora_rank: int | None = None,
            lora_targets: Any = None, **layout_keywords: Any) -> Workload:
         """Parse ``model`` (a spec string, a :class:`ModelSpec` or an ``nn.Module``) and the
@@ -149,6 +157,7 @@ class Workload:
                 input_len=input_len, output_len=output_len, engine=engine, layout=lay,
                 tf32="default" if tf32 is None else str(tf32).strip().lower(),
                 n_batch=n_batch, n_ubatch=n_ubatch,
+                kv_cache_dtype=None if kv_cache_dtype == "auto" else kv_cache_dtype,
                 finetune=finetune, lora_rank=lora_rank,
                 lora_targets=parse_targets(lora_targets))
         w.validate()
@@ -205,12 +214,16 @@ class Workload:
                 if self.precision not in GENERATE_PRECISIONS:
                     raise unknown_choice("generation precision", self.precision,
                                          GENERATE_PRECISIONS)
-            elif self.precision in GENERATE_PRECISIONS and self.precision not in PRECISIONS:
+            elif self.precision == "fp8" and self.mode != "train":
+                raise PerfcastError("--precision fp8 is FP8 training (--mode train: Transformer "
+                                    "Engine / torchao float8) or FP8 serving (--mode generate); "
+                                    f"--mode {self.mode} takes {', '.join(PRECISIONS)}")
+            elif self.precision in GENERATE_PRECISIONS and self.precision not in MODEL_PRECISIONS:
                 raise PerfcastError(f"precision {self.precision} is weight-only quantization "
                                     f"for LLM serving (--mode generate); a model run takes "
-                                    f"{', '.join(PRECISIONS)}")
+                                    f"{', '.join(MODEL_PRECISIONS)}")
             else:
-                _choice("precision", self.precision, PRECISIONS)
+                _choice("precision", self.precision, MODEL_PRECISIONS)
         if self.optimizer is not None:
             _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("tf32", self.tf32, TF32_MODES)
@@ -254,7 +267,9 @@ class Workload:
         given = [name for name, v in (("--input-len", self.input_len),
                                       ("--output-len", self.output_len),
                                       ("--engine", self.engine), ("--n-batch", self.n_batch),
-                                      ("--n-ubatch", self.n_ubatch)) if v is not None]
+                                      ("--n-ubatch", self.n_ubatch),
+                                      ("--kv-cache-dtype", self.kv_cache_dtype))
+                 if v is not None]
         if self.mode != "generate":
             if given:
                 raise PerfcastError(f"{', '.join(given)} apply to --mode generate only")
@@ -280,6 +295,17 @@ class Workload:
                                 f"(--engine llama.cpp); {self.engine or DEFAULT_ENGINE} takes "
                                 f"fp16, bf16, fp32, int8 or int4")
         self._validate_llama_batches()
+        kv = self.kv_cache_dtype
+        if kv is not None:
+            _choice("kv_cache_dtype", kv, KV_CACHE_DTYPES)
+            if kv == "fp8" and (self.engine or DEFAULT_ENGINE) not in FP8_KV_ENGINES:
+                raise PerfcastError(f"--kv-cache-dtype fp8 is vLLM's and TensorRT-LLM's FP8 KV "
+                                    f"cache (--engine {' or '.join(FP8_KV_ENGINES)}); "
+                                    f"{self.engine} keeps it in 16 bits")
+        if self.precision == "fp8" and (self.engine or DEFAULT_ENGINE) not in FP8_KV_ENGINES:
+            raise PerfcastError(f"--precision fp8 (FP8 weights and activations) is served by "
+                                f"--engine {' or '.join(FP8_KV_ENGINES)}; {self.engine} takes "
+                                f"fp16, bf16, int8 or int4")
 
     def _validate_llama_batches(self) -> None:
         """``n_batch`` / ``n_ubatch`` (the one place they are checked): positive token counts,
@@ -321,10 +347,14 @@ class Workload:
                                 f"{type(lay).__name__}")
         lay.validate()
         if self.mode == "generate":
-            others = [o for o in lay.non_default() if o != "--tensor-parallel"]
+            others = [o for o in lay.non_default()
+                      if o not in ("--tensor-parallel", "--expert-parallel")]
             if others:
                 raise PerfcastError(f"{', '.join(others)} apply to --mode train only (--mode "
-                                    f"generate takes --tensor-parallel)")
+                                    f"generate takes --tensor-parallel, --expert-parallel)")
+            if lay.expert > MAX_SERVING_DEVICES:
+                raise PerfcastError(f"--expert-parallel must be ≤ {MAX_SERVING_DEVICES}, got "
+                                    f"{lay.expert}")
             if lay.tensor > MAX_SERVING_DEVICES:
                 raise PerfcastError(f"--tensor-parallel must be ≤ {MAX_SERVING_DEVICES}, got "
                                     f"{lay.tensor}")
@@ -338,6 +368,21 @@ class Workload:
                                     f"{'applies' if len(given) == 1 else 'apply'} to --mode "
                                     f"train{also}, not --mode {self.mode}")
             return
+        if (lay.context > 1 or lay.expert > 1) and self.model.kind != "hf":
+            raise PerfcastError(f"context and expert parallelism split a transformer's "
+                                f"sequence and experts (hf: models); {self.model.text} takes "
+                                f"--data-parallel (and --zero, --micro-batch-size) only")
+        if (lay.data * lay.context) % lay.expert:
+            raise PerfcastError(f"--expert-parallel {lay.expert} must divide D·C = "
+                                f"{lay.data}·{lay.context} = {lay.data * lay.context} "
+                                f"(Megatron's rule: the experts are split over GPUs of the "
+                                f"data-parallel × context-parallel group, which adds none)")
+        if lay.context > 1 and self.seq_len is not None and self.seq_len % (2 * lay.context):
+            raise PerfcastError(f"--context-parallel {lay.context} splits each sequence into "
+                                f"2·C = {2 * lay.context} chunks (two per GPU, balancing the "
+                                f"causal mask as Megatron / Transformer Engine do): "
+                                f"--seq-len {self.seq_len:,} must be a multiple of "
+                                f"{2 * lay.context}")
         if lay.flash_attention != "auto" and self.model.kind != "hf":
             raise PerfcastError(f"--flash-attention is the attention kernel of an hf: "
                                 f"transformer's layers; {self.model.text} has none to set")
@@ -370,17 +415,30 @@ class Workload:
                                     f"of --pipeline-parallel {lay.pipeline} (Megatron's rule)")
 
     def check_layout(self, *, layers: int, heads: int, hidden: int, kv_heads: int | None = None,
-                     gpus: int | None = None, name: str | None = None) -> None:
+                     gpus: int | None = None, name: str | None = None,
+                     experts: int | None = None) -> None:
         """The layout against the model's shape (``layers`` transformer blocks, ``heads``
         attention heads of which ``kv_heads`` key/value heads, width ``hidden``) and, with
         ``gpus``, the GPUs one has: T divides the heads, the KV heads and the width, P divides
-        the layers (each stage holds L/P; interleaved: L/(P·v)), T·P·D = ``gpus``. Exit 2
-        naming the rule broken."""
+        the layers (each stage holds L/P; interleaved: L/(P·v)), E divides the ``experts`` of a
+        mixture of experts (none: E must be 1), T·P·D·C = ``gpus``. Exit 2 naming the rule
+        broken."""
         lay, label = self.layout, name or self.model.text
         t, p = lay.tensor, lay.pipeline
         if gpus is not None and lay.gpus != gpus:
-            raise PerfcastError(f"the layout uses T·P·D = {t}·{p}·{lay.data} = {lay.gpus:,} "
-                                f"GPUs, not the {gpus:,} of --gpus")
+            cp = f"·{lay.context}" if lay.context > 1 else ""
+            raise PerfcastError(f"the layout uses T·P·D{'·C' if cp else ''} = "
+                                f"{t}·{p}·{lay.data}{cp} = {lay.gpus:,} GPUs, not the "
+                                f"{gpus:,} of --gpus")
+        if experts is not None and lay.expert > 1:
+            if experts <= 1:
+                raise PerfcastError(f"--expert-parallel {lay.expert}: {label} is not a mixture "
+                                    f"of experts (no experts to split); use 1")
+            if experts % lay.expert:
+                ok = [d for d in range(1, experts + 1) if experts % d == 0]
+                raise PerfcastError(f"--expert-parallel {lay.expert} does not divide {label}'s "
+                                    f"{experts} experts (use one of "
+                                    f"{', '.join(map(str, ok))})")
         if t > 1:
             if heads % t:
                 ok = [d for d in range(1, heads + 1) if heads % d == 0 and hidden % d == 0]
@@ -551,6 +609,8 @@ class Workload:
                      tensor_parallel=self.layout.tensor)
             if self.engine == "llama.cpp":
                 d.update(n_batch=self.n_batch, n_ubatch=self.n_ubatch)
+            if self.kv_cache_dtype not in (None, "auto"):
+                d.update(kv_cache_dtype=self.kv_cache_dtype)
         elif self.layout != Layout():
             d.update(self.layout.to_dict())
         if self.finetune is not None:

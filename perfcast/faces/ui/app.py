@@ -28,7 +28,7 @@ from perfcast.faces.ui.handler import run_request
 #: The form's inputs by column and row (every name of :data:`~perfcast.faces.ui.form.INPUTS` once).
 LAYOUT = ((("model", "model_file"), ("mode", "precision"),
            ("batch_size", "input_size", "seq_len"), ("input_len", "output_len"),
-           ("engine", "n_batch", "n_ubatch")),
+           ("engine", "kv_cache_dtype", "n_batch", "n_ubatch")),
           (("devices", "device_file"), ("iterations", "region", "objective")))
 #: The uploads' labels.
 UPLOAD_LABELS = {"model_file": "…or upload a model (.onnx or config.json)",

@@ -23,7 +23,7 @@ from perfcast.request.fields import BY_NAME, Field
 
 #: The schema fields the page shows, in the form's order.
 SHOWN = ("model", "mode", "precision", "batch_size", "input_size", "seq_len", "input_len",
-         "output_len", "engine", "n_batch", "n_ubatch", "devices", "iterations", "region",
+         "output_len", "engine", "kv_cache_dtype", "n_batch", "n_ubatch", "devices", "iterations", "region",
          "objective")
 #: The page's own inputs (not request fields): an uploaded model and an uploaded device spec.
 UPLOADS = {"model_file": "model", "device_file": "devices"}
