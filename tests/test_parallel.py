@@ -324,8 +324,8 @@ def test_plan_ranks_every_layout_of_8_gpus(tiny, capsys):
     assert d["evaluated"] == len(rows) > 50 and d["fitting"] > 0
     assert {(r["data_parallel"], r["tensor_parallel"], r["pipeline_parallel"])
             for r in rows} >= {(8, 1, 1), (1, 4, 2), (2, 2, 2), (1, 2, 4), (4, 1, 2)}
-    assert all(r["data_parallel"] * r["tensor_parallel"] * r["pipeline_parallel"] == 8
-               for r in rows)
+    assert all(r["data_parallel"] * r["tensor_parallel"] * r["pipeline_parallel"]
+               * r["context_parallel"] == 8 for r in rows)
     # fastest first; the same time (to 1e-4 ms) goes to the simpler layout
     fits = [round(r["time_ms"], 4) for r in rows if r["fits"]]
     assert fits == sorted(fits) and d["winner"] == rows[0] and rows[0]["fits"]

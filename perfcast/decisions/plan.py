@@ -49,6 +49,9 @@ class PlanRow:
     #: GPU-hour × its GPUs; ``None`` without a price
     usd_per_1m_samples: float | None = None
     usd_per_1m_tokens: float | None = None
+    #: context-parallel GPUs per sequence (C) and expert-parallel GPUs (E, within D·C)
+    context_parallel: int = 1
+    expert_parallel: int = 1
 
 
 @dataclass
@@ -115,12 +118,15 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
          slo_tpot_ms: float | None = None, engine: str | None = None,
          max_batch: int | None = None, price_per_hour: float | None = None,
          provider: str | None = None, n_batch: int | None = None,
-         n_ubatch: int | None = None, flash_attention: str | None = None, **options: Any):
+         n_ubatch: int | None = None, flash_attention: str | None = None,
+         context_parallel: int | None = None, expert_parallel: int | None = None,
+         **options: Any):
     """``mode="train"``: rank every valid layout of ``gpus`` GPUs of ``device`` for one
     training iteration of ``model`` with a global ``batch_size`` (default 32 per … GPU:
     ``gpus`` × 1 sample, at least 32). The layout options fix part of the search:
-    ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size`` (a
-    number), ``recompute`` and ``zero`` (one value or several); ``schedule`` is the pipeline
+    ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``context_parallel``,
+    ``expert_parallel``, ``micro_batch_size`` (a number), ``recompute`` and ``zero`` (one value
+    or several); ``schedule`` is the pipeline
     schedule, ``flash_attention`` the attention kernel of every layout. Exit 2 on a wrong
     request — a fixed T·P·D that is not ``gpus``, a T that does not divide the heads, a P
     beyond the layers — naming the rule. Returns a :class:`Plan`.
@@ -149,7 +155,8 @@ def plan(model: Any, *, gpus: int | None = None, device: str, cluster: Any = Non
         schedule=schedule, use_cache=use_cache, rate=rate, input_len=input_len,
         output_len=output_len, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, engine=engine,
         max_batch=max_batch, price_per_hour=price_per_hour, provider=provider,
-        n_batch=n_batch, n_ubatch=n_ubatch, flash_attention=flash_attention, **options)
+        n_batch=n_batch, n_ubatch=n_ubatch, flash_attention=flash_attention,
+        context_parallel=context_parallel, expert_parallel=expert_parallel, **options)
     return plan_request(req, progress, recompute=recs, zero=zeros)
 
 
@@ -200,13 +207,20 @@ def plan_request(req, progress: Callable[[int, int], None] | None = None, *,
     schedule = req.value("schedule")
     # the request itself (validated once, with whatever part of the layout is fixed)
     fixed = {k: (req.value(k) if k in req.given else None)
-             for k in ("data_parallel", "tensor_parallel", "pipeline_parallel")}
+             for k in ("data_parallel", "tensor_parallel", "pipeline_parallel",
+                       "context_parallel", "expert_parallel")}
+    if fixed["context_parallel"] is None and all(
+            fixed[k] is not None for k in ("data_parallel", "tensor_parallel",
+                                           "pipeline_parallel")):
+        fixed["context_parallel"] = 1  # D, T and P given: no GPU is left to split sequences
     b = req.value("batch_size") or max(32, gpus)
     batch_given = "batch_size" in req.given
     if not batch_given:
         req = req.replace(batch_size=b)
     w = req.workload
-    if all(v is not None for v in fixed.values()):  # the GPU count rule, before any model
+    if all(fixed[k] is not None for k in ("data_parallel", "tensor_parallel",
+                                          "pipeline_parallel", "context_parallel")):
+        # the GPU count rule, before any model
         lay = w.layout                                 # is read (the shape's rules pass here)
         w.check_layout(layers=lay.pipeline * INTERLEAVED_CHUNKS, heads=lay.tensor,
                        hidden=lay.tensor, gpus=gpus)
@@ -267,6 +281,7 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
         probe = Layout(tensor=fixed["tensor_parallel"] or 1,
                        pipeline=fixed["pipeline_parallel"] or 1)
         tl.check(probe)
+    experts = s.experts if tl.traced.one.expert_mask().any() else 0
     skipped: dict[str, int] = {}
     cands: list[Layout] = []
     for t in _divisors(gpus):
@@ -283,32 +298,45 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
                 skipped["P does not divide the layers"] = \
                     skipped.get("P does not divide the layers", 0) + 1
                 continue
-            d = gpus // (t * p)
-            if fixed["data_parallel"] not in (None, d):
-                continue
-            if w.batch_size % d:
-                skipped["the batch does not divide among D replicas"] = \
-                    skipped.get("the batch does not divide among D replicas", 0) + 1
-                continue
-            if schedule == "interleaved" and (p == 1 or s.layers % (2 * p)):
-                continue
-            for r in recs:
-                for z in zeros:
-                    if z and d == 1:
-                        continue  # nothing to shard
-                    if z >= 2 and p > 1:
-                        skipped["ZeRO-2/3 with pipeline stages"] = \
-                            skipped.get("ZeRO-2/3 with pipeline stages", 0) + 1
+            for c in _divisors(gpus // (t * p)):
+                if fixed["context_parallel"] not in (None, c):
+                    continue
+                if c > 1 and tl.seq_len % (2 * c):
+                    _skip(skipped, "2·C does not divide the sequence")
+                    continue
+                d = gpus // (t * p * c)
+                if fixed["data_parallel"] not in (None, d):
+                    continue
+                if w.batch_size % d:
+                    _skip(skipped, "the batch does not divide among D replicas")
+                    continue
+                if schedule == "interleaved" and (p == 1 or s.layers % (2 * p)):
+                    continue
+                eps = [e for e in _divisors(d * c) if experts and experts % e == 0] or [1]
+                if fixed["expert_parallel"] is not None:
+                    if fixed["expert_parallel"] not in eps:
+                        _skip(skipped, "E does not divide D·C and the experts")
                         continue
-                    cands.append(Layout(data=d, tensor=t, pipeline=p,
-                                        micro_batch=w.layout.micro_batch, recompute=r, zero=z,
-                                        schedule=schedule if p > 1 else "1f1b",
-                                        flash_attention=w.layout.flash_attention))
+                    eps = [fixed["expert_parallel"]]
+                for e in eps:
+                    for r in recs:
+                        for z in zeros:
+                            if z and d * c == 1:
+                                continue  # nothing to shard
+                            if z >= 2 and p > 1:
+                                _skip(skipped, "ZeRO-2/3 with pipeline stages")
+                                continue
+                            cands.append(Layout(data=d, tensor=t, pipeline=p,
+                                                micro_batch=w.layout.micro_batch, recompute=r,
+                                                zero=z, schedule=schedule if p > 1 else "1f1b",
+                                                flash_attention=w.layout.flash_attention,
+                                                context=c, expert=e))
     if not cands:
         raise PerfcastError(f"no layout of {gpus:,} GPUs suits {s.model_id} ({s.layers} "
                             f"layers, {s.heads} heads, hidden {s.hidden:,}) with a global "
                             f"batch of {w.batch_size:,}: T must divide the heads and the "
-                            f"hidden size, P the layers, D the batch")
+                            f"hidden size, P the layers, D the batch, 2·C the sequence, E the "
+                            f"experts and D·C")
     rows: list[PlanRow] = []
     cap = float(dev.memory_mb or float("inf"))
     for i, lay in enumerate(cands):
@@ -327,7 +355,8 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
                                 tokens_per_s=tok, memory_mb=e.memory_mb,
                                 fits=e.memory_mb <= cap, mfu=mfu,
                                 breakdown_ms={k: round(v, 2) for k, v in e.breakdown_ms.items()
-                                              if v}))
+                                              if v}, context_parallel=lay.context,
+                                expert_parallel=lay.expert))
     if progress is not None:
         progress(len(cands), len(cands))
     notes.append(f"time: per-layer arithmetic of {s.model_id} ({s.layers} layers, hidden "
@@ -337,7 +366,21 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
     from perfcast.parallel.model import attention_note
 
     notes.append(attention_note(dev, w.layout.flash_attention))
+    from perfcast.parallel.predict import CP_ASSUMPTIONS, EP_ASSUMPTIONS
+
+    cs = sorted({r.context_parallel for r in rows})
+    es = sorted({r.expert_parallel for r in rows})
+    if cs != [1]:
+        notes.append(f"context_parallel: C ∈ {{{', '.join(map(str, cs))}}} searched (2·C "
+                     f"divides the {tl.seq_len:,} tokens) — {CP_ASSUMPTIONS}")
+    if es != [1]:
+        notes.append(f"expert_parallel: E ∈ {{{', '.join(map(str, es))}}} searched (E divides "
+                     f"the {s.experts} experts and D·C) — {EP_ASSUMPTIONS}")
     return _ranked(w, dev, cl, gpus, rows, skipped, notes, t0, tl.seq_len)
+
+
+def _skip(skipped: dict[str, int], why: str) -> None:
+    skipped[why] = skipped.get(why, 0) + 1
 
 
 def _precision(w, dev, notes):
@@ -391,7 +434,7 @@ def _ranked(w, dev, cl, gpus, rows, skipped, notes, t0, seq_len) -> Plan:
     # stage, less recomputation, fewer pipeline stages
     rows.sort(key=lambda r: (not r.fits, round(r.time_ms if r.fits else r.memory_mb, 4),
                              r.zero, order.get(r.recompute, 0), r.pipeline_parallel,
-                             r.tensor_parallel))
+                             r.tensor_parallel, r.context_parallel, r.expert_parallel))
     for i, r in enumerate(rows, 1):
         r.rank = i
     fitting = sum(r.fits for r in rows)

@@ -39,8 +39,56 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     ub = prompt_pass_tokens(req)
     tokens = min(seqs * req.input_len, ub) if ub else seqs * req.input_len
     act, _ = activation_peak_mb(arch, tokens, req.precision)
-    return {"weights": arch.weight_bytes(req.precision) / n / mib, "kv_cache": kv / n / mib,
-            "activations": act / n, "runtime": _runtime_overhead_mb()}
+    weights = arch.weight_bytes(req.precision)
+    out = {"weights": weights / n / mib, "kv_cache": kv / n / mib,
+           "activations": act / n, "runtime": _runtime_overhead_mb()}
+    E = getattr(req.layout, "expert", 1)
+    if E > 1 and arch.moe:  # experts placed: E groups of n / E devices, experts / E each
+        experts = weights * arch.expert_params / max(arch.params, 1)
+        out["weights"] = (weights - experts) / n / mib
+        out["expert_weights"] = experts / E / (n // E) / mib
+    return out
+
+
+def expert_placement_note(arch, req: Workload) -> str | None:
+    """What ``notes`` say of ``--expert-parallel E`` in serving (``None``: not asked)."""
+    E, n = getattr(req.layout, "expert", 1), req.tensor_parallel
+    if E <= 1:
+        return None
+    per = arch.experts // E
+    return (f"expert_parallel: {arch.experts} experts of every MoE layer placed on {E} groups "
+            f"of {n // E} device(s): group g holds experts {per}·g … {per}·g + {per - 1} "
+            f"(each split {n // E} way(s) by tensor parallelism), the attention and dense "
+            f"layers split {n} ways as before — expert_weights: the experts' share of the "
+            f"weight bytes ({arch.expert_params / max(arch.params, 1):.1%} of the parameters) "
+            f"÷ {n}; tokens dispatched to their top-{arch.experts_per_token} experts' groups "
+            f"and combined (an all-to-all in place of the experts' all-reduce), routing "
+            f"assumed uniform; time_ms: the tensor-parallel step of {n} devices (the "
+            f"all-to-all's difference from the all-reduce is not modelled)")
+
+
+def check_expert_parallel(arch, req: Workload) -> None:
+    """``--expert-parallel E`` of ``--mode generate``: an MoE model, E dividing its experts and
+    the ``--tensor-parallel`` devices, an engine that places experts (vLLM, TensorRT-LLM)."""
+    from perfcast.errors import PerfcastError
+
+    E, n = getattr(req.layout, "expert", 1), req.tensor_parallel
+    if E <= 1:
+        return
+    if not arch.moe:
+        raise PerfcastError(f"--expert-parallel {E}: {arch.model_id} is not a mixture of "
+                            f"experts (no experts to place); use 1")
+    if req.engine not in ("vllm", "trt-llm"):
+        raise PerfcastError(f"--expert-parallel: vLLM (--enable-expert-parallel) and "
+                            f"TensorRT-LLM (moe_ep_size) place experts on devices; --engine "
+                            f"{req.engine} does not")
+    if arch.experts % E:
+        ok = [d for d in range(1, arch.experts + 1) if arch.experts % d == 0]
+        raise PerfcastError(f"--expert-parallel {E} does not divide {arch.model_id}'s "
+                            f"{arch.experts} experts (use one of {', '.join(map(str, ok))})")
+    if n % E:
+        raise PerfcastError(f"--expert-parallel {E} must divide the --tensor-parallel {n} "
+                            f"serving devices (E groups of them hold the experts)")
 
 
 def _fits_fn(arch, req: Workload, device):

@@ -41,6 +41,9 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
         raise PerfcastError(f"--mode generate predicts GPU serving; {device.key} is a CPU")
     arch = llm_arch(req.spec)
     req.check_serving(arch)
+    from perfcast.generation.memory import check_expert_parallel, expert_placement_note
+
+    check_expert_parallel(arch, req)
     out = GenerationPrediction(model=req.spec, device=device.key, mode="generate",
                                engine=req.engine, precision=req.precision,
                                batch_size=req.batch_size, input_len=req.input_len,
@@ -60,6 +63,9 @@ def predict_generation(req: Workload, device) -> GenerationPrediction:
             f"{chunk:,} tokens, each decode step {seqs:,} token(s); with several devices it "
             f"splits the layers (one device's bandwidth per generated token, memory adds up)")
     # memory
+    placed = expert_placement_note(arch, req)
+    if placed:
+        out.notes.append(placed)
     parts = memory_per_device(arch, req)
     need = sum(parts.values())
     cap = float(device.memory_mb)

@@ -75,6 +75,10 @@ class ModelShape:
     intermediate: int
     encoder_decoder: bool = False
     experts: int = 0
+    #: experts each token is routed to (top-k; 0: dense)
+    experts_per_token: int = 0
+    #: width of one attention head (the config's ``head_dim``, else hidden / heads)
+    head_dim: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -111,7 +115,10 @@ def model_shape(spec: str) -> tuple[ModelShape, Any]:
                        intermediate=int(inter),
                        encoder_decoder=bool(getattr(text, "is_encoder_decoder", False)),
                        experts=int(_get(text, "num_local_experts", "num_experts",
-                                        default=0) or 0))
+                                        default=0) or 0),
+                       experts_per_token=int(_get(text, "num_experts_per_tok",
+                                                  "num_experts_per_token", default=0) or 0),
+                       head_dim=int(_get(text, "head_dim", default=0) or hidden // heads))
     return shape, config
 
 
@@ -161,7 +168,9 @@ class NodeTable:
     * ``allreduce`` — elements all-reduced after the node in the forward pass (row-parallel
       outputs, the vocabulary-parallel embedding);
     * ``launches`` — kernels launched (0 for views and for element-wise nodes fused into the
-      chain's last one); ``scores`` — elements of an attention's score matrix (``sdpa``).
+      chain's last one); ``scores`` — elements of an attention's score matrix (``sdpa``);
+    * ``expert`` — a mixture of experts' expert GEMM (a grouped product over the bank of
+      experts: its weight is ``experts × in × out``), whose weights expert parallelism splits.
     """
 
     op: list[str]
@@ -185,6 +194,11 @@ class NodeTable:
     scores: np.ndarray
     total_params: int = 0
     notes: list[str] = field(default_factory=list)
+    expert: np.ndarray | None = None
+
+    def expert_mask(self) -> np.ndarray:
+        """:attr:`expert`, all false when the table has none."""
+        return self.expert if self.expert is not None else np.zeros(len(self.op), bool)
 
 
 def _numel(shape) -> float:
@@ -238,6 +252,7 @@ def _split(graph, shape: ModelShape, whole: set[int]) -> tuple[NodeTable, set[in
     in_div = np.zeros(n, bool)
     out_div = np.zeros(n, bool)
     core = np.zeros(n, bool)
+    expert = np.zeros(n, bool)
     saved_by: dict[int, bool] = {}  # storage node → sharded?
     origin: dict[int, set[int]] = {}  # a sharded tensor → the column-parallel layers it is from
     bad: set[int] = set()
@@ -252,6 +267,9 @@ def _split(graph, shape: ModelShape, whole: set[int]) -> tuple[NodeTable, set[in
             # parameter inputs: the weight (2-D for linear / embedding) and bias
             if op == "linear" and len(act_shapes) >= 2:
                 w_elems = sum(_numel(s) for s in act_shapes[1:])
+                # a grouped product over the experts' bank (experts × in × out)
+                expert[i] = shape.experts > 1 and len(act_shapes[1]) == 3 \
+                    and int(act_shapes[1][0]) == shape.experts
                 act_shapes = act_shapes[:1]
             elif op == "embedding" and act_shapes:
                 w_elems = _numel(act_shapes[0])
@@ -343,7 +361,8 @@ def _split(graph, shape: ModelShape, whole: set[int]) -> tuple[NodeTable, set[in
                                  for i in range(n)])
     table = NodeTable(op=[nd.op for nd in nodes], cls=cls, div_flops=div_flops,
                       div_weights=div_weights, in_div=in_div, out_div=out_div,
-                      saved_div=saved_div, core=core, total_params=int(graph.params), **cols)
+                      saved_div=saved_div, core=core, total_params=int(graph.params),
+                      expert=expert, **cols)
     return table, bad - whole
 
 

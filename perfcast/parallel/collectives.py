@@ -112,6 +112,26 @@ class CollectiveModel:
         out = np.select([kind == 0, kind == 3], [ar, p2p], ag)
         return np.where((n <= 1) | (S <= 0), 0.0, out)
 
+    def all_to_all_ms(self, nbytes: float, n: int, per_node: int, cluster: Cluster) -> float:
+        """Milliseconds of one all-to-all over ``n`` GPUs, ``per_node`` of them in each node, in
+        which every GPU holds ``nbytes`` and keeps 1/n of them (an MoE's token dispatch or
+        combine under uniform routing): (k − 1)/n of them go to the GPUs of its node, (n − k)/n
+        over its share of the network, both at once::
+
+            t = t0 + (n − 1)·α + max((k−1)/n · S / (η_in·b_in), (n−k)/n · S / (η_net·b_net))
+
+        with the efficiencies fitted for the gathers (Vidur's profiles hold no all-to-all)."""
+        n = int(n)
+        if n <= 1 or nbytes <= 0:
+            return 0.0
+        k = max(1, min(int(per_node), n))
+        a_in, a_net = self._alpha(cluster, 0)
+        a = a_net if n > k else a_in
+        S = float(nbytes) / 1e9 * 1e3
+        t_in = (k - 1) / n * S / (self.eta_intra * cluster.intra_node_gbs)
+        t_net = (n - k) / n * S / (self.eta_inter * cluster.inter_node_gbs)
+        return self.t0_us / 1e3 + (n - 1) * a + max(t_in, t_net)
+
     # ----------------------------------------------------------------------------- files
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

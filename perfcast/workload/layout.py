@@ -44,12 +44,14 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 LAYOUT_KEYWORDS = {"data_parallel": "data", "tensor_parallel": "tensor",
                    "pipeline_parallel": "pipeline", "micro_batch_size": "micro_batch",
                    "recompute": "recompute", "zero": "zero", "schedule": "schedule",
-                   "flash_attention": "flash_attention"}
+                   "flash_attention": "flash_attention", "context_parallel": "context",
+                   "expert_parallel": "expert"}
 #: The command-line option of each layout field (what the error messages name).
 LAYOUT_OPTIONS = {"data": "--data-parallel", "tensor": "--tensor-parallel",
                   "pipeline": "--pipeline-parallel", "micro_batch": "--micro-batch-size",
                   "recompute": "--recompute", "zero": "--zero", "schedule": "--schedule",
-                  "flash_attention": "--flash-attention"}
+                  "flash_attention": "--flash-attention", "context": "--context-parallel",
+                  "expert": "--expert-parallel"}
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,15 @@ class Layout:
     ``None`` = the fastest that fits, chosen by the prediction), ``recompute``
     (:data:`RECOMPUTE`), ``zero`` (:data:`ZERO_STAGES`), ``schedule`` (:data:`SCHEDULES`) and
     ``flash_attention`` (:data:`FLASH_ATTENTION`; resolved per GPU by
-    :func:`perfcast.parallel.model.fused_attention`). The GPUs are ``T·P·D``; the global batch
-    (``Workload.batch_size``) is ``D · m ·`` the micro-batches each replica accumulates."""
+    :func:`perfcast.parallel.model.fused_attention`), ``context`` (C: context parallelism — each
+    sequence split over C GPUs, ring attention passing K and V around them) and ``expert``
+    (E: expert parallelism of a mixture of experts — each MoE layer's experts split over E GPUs
+    of the data-parallel × context-parallel ones, tokens dispatched and combined by
+    all-to-all; for ``--mode generate`` E of the serving devices hold the experts, attention
+    split over them by tensor parallelism). The GPUs are ``T·P·D·C`` (E adds none: Megatron's
+    rule, E divides D·C); the global batch (``Workload.batch_size``) is ``D · m ·`` the
+    micro-batches each replica accumulates (the C GPUs of a context-parallel group share each
+    sample)."""
 
     data: int = 1
     tensor: int = 1
@@ -72,10 +81,12 @@ class Layout:
     zero: int = 0
     schedule: str = "1f1b"
     flash_attention: str = "auto"
+    context: int = 1
+    expert: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.data * self.tensor * self.pipeline
+        return self.data * self.tensor * self.pipeline * self.context
 
     @property
     def parallel(self) -> bool:
@@ -91,7 +102,7 @@ class Layout:
     def validate(self) -> None:
         """Each field on its own (the rules between fields and the workload:
         :meth:`Workload.validate`; against the model's shape: :meth:`Workload.check_layout`)."""
-        for name in ("data", "tensor", "pipeline"):
+        for name in ("data", "tensor", "pipeline", "context", "expert"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise PerfcastError(f"{LAYOUT_OPTIONS[name]} must be a positive integer, "
@@ -104,19 +115,22 @@ class Layout:
         _choice("pipeline schedule", self.schedule, SCHEDULES)
         _choice("flash attention", self.flash_attention, FLASH_ATTENTION)
         if self.gpus > MAX_GPUS:
-            raise PerfcastError(f"the layout spans T·P·D = {self.gpus:,} GPUs; at most "
+            raise PerfcastError(f"the layout spans T·P·D·C = {self.gpus:,} GPUs; at most "
                                 f"{MAX_GPUS:,}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"data_parallel": self.data, "tensor_parallel": self.tensor,
                 "pipeline_parallel": self.pipeline, "micro_batch_size": self.micro_batch,
                 "recompute": self.recompute, "zero": self.zero, "schedule": self.schedule,
-                "flash_attention": self.flash_attention, "gpus": self.gpus}
+                "flash_attention": self.flash_attention, "context_parallel": self.context,
+                "expert_parallel": self.expert, "gpus": self.gpus}
 
     def __str__(self) -> str:
         m = f"m={self.micro_batch}" if self.micro_batch else "m=auto"
         flash = "" if self.flash_attention == "auto" else f" flash={self.flash_attention}"
-        return (f"D={self.data} T={self.tensor} P={self.pipeline} {m} "
+        cp = (f" C={self.context}" if self.context > 1 else "") + \
+            (f" E={self.expert}" if self.expert > 1 else "")
+        return (f"D={self.data} T={self.tensor} P={self.pipeline}{cp} {m} "
                 f"recompute={self.recompute} zero={self.zero} {self.schedule}{flash}")
 
 
