@@ -38,6 +38,33 @@ WEIGHT_BYTES.update({k: v / 8.0 for k, v in GGUF_BITS.items()})
 #: llama.cpp's cache is F16 by default, F32 for an F32 model).
 KV_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "amp": 2, "int8": 2, "int4": 2,
             **{k: 4 if k == "F32" else 2 for k in GGUF_BITS}}
+#: FP8 serving (W8A8-FP8: vLLM ``--quantization fp8``, TensorRT-LLM FP8): one byte a weight (its
+#: per-tensor or per-channel fp32 scales are < 0.1 % of it, not counted), GEMMs at the FP8
+#: tensor peak, the KV cache in 16 bits unless ``--kv-cache-dtype fp8``.
+WEIGHT_BYTES["fp8"] = 1.0
+KV_BYTES["fp8"] = 2
+#: The KV cache's dtype beside a serving precision (``--kv-cache-dtype``) makes a *priced*
+#: precision, ``<precision><suffix>``: weights and compute as ``<precision>``, the KV cache at
+#: one byte an element (``fp8``: vLLM's and TensorRT-LLM's FP8 KV cache) or two (``fp16`` /
+#: ``bf16``) — what the arithmetic (:mod:`perfcast.llm.physics`, the prefill, the memory) reads.
+KV_SUFFIX = {"fp8": "+kv-fp8", "fp16": "+kv-16", "bf16": "+kv-16"}
+for _p in list(KV_BYTES):
+    for _suffix, _b in (("+kv-fp8", 1), ("+kv-16", 2)):
+        WEIGHT_BYTES[_p + _suffix] = WEIGHT_BYTES[_p]
+        KV_BYTES[_p + _suffix] = _b
+
+
+def priced_precision(precision: str, kv_cache_dtype: str | None) -> str:
+    """The priced precision of a serving ``precision`` with its KV cache's dtype (``None`` /
+    ``auto``: the precision's own)."""
+    if kv_cache_dtype in (None, "auto"):
+        return precision
+    return precision + KV_SUFFIX[kv_cache_dtype]
+
+
+def base_precision(priced: str) -> str:
+    """The serving precision of a priced precision (:func:`priced_precision`)."""
+    return priced.split("+", 1)[0]
 #: vLLM's KV-cache block (tokens): a sequence's cache is allocated in whole blocks.
 VLLM_BLOCK_TOKENS = 16
 
@@ -293,5 +320,6 @@ def kv_heads_per_device(arch: LLMArch, tensor_parallel: int) -> int:
     return max(1, arch.kv_heads // max(1, tensor_parallel))
 
 
-__all__ = ["GGUF_BITS", "KV_BYTES", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES", "arch_from_config",
+__all__ = ["GGUF_BITS", "KV_BYTES", "KV_SUFFIX", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES",
+           "base_precision", "priced_precision", "arch_from_config",
            "kv_heads_per_device", "llm_arch"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from perfcast.llm.arch import KV_BYTES, LLMArch
+from perfcast.llm.arch import KV_BYTES, LLMArch, base_precision
 
 
 @lru_cache(maxsize=1)
@@ -86,6 +86,7 @@ def activation_peak_mb(arch: LLMArch, tokens: int, precision: str = "fp16"
     sequences of the batch): the tensor simulation's ``c + d·tokens`` for a traced model
     (fp16; fp32 doubles it), else the widest tensors of a layer (MLP intermediate or QKV)
     plus the logits of the last positions."""
+    precision = base_precision(precision)  # a KV cache dtype changes no activation
     scale = KV_BYTES[precision] / 2.0
     s = graph_summary(arch.model_id)
     if s is not None:

@@ -44,14 +44,18 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from perfcast.llm.arch import VLLM_BLOCK_TOKENS, LLMArch
+from perfcast.llm.arch import VLLM_BLOCK_TOKENS, WEIGHT_BYTES, LLMArch, base_precision
 
 #: Matmul precision of a serving precision (weight-only int8/int4 dequantize to 16-bit).
 COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "amp": "fp16",
                      "int8": "fp16", "int4": "fp16",
                      # llama.cpp's GGUF formats: quantized ones dequantise to FP16 for the GEMMs
                      "F32": "fp32", "F16": "fp16", "BF16": "bf16", "Q8_0": "fp16",
-                     "Q6_K": "fp16", "Q5_K_M": "fp16", "Q4_K_M": "fp16", "Q4_0": "fp16"}
+                     "Q6_K": "fp16", "Q5_K_M": "fp16", "Q4_K_M": "fp16", "Q4_0": "fp16",
+                     # FP8 weights and activations: the GEMMs at the FP8 tensor peak
+                     "fp8": "fp8"}
+COMPUTE_PRECISION.update({k: COMPUTE_PRECISION[base_precision(k)] for k in WEIGHT_BYTES
+                          if base_precision(k) != k})  # a KV dtype changes no GEMM
 #: Fraction of device memory an engine may use for weights + KV cache (vLLM's default
 #: ``gpu_memory_utilization``; the rest: CUDA context, activations, fragmentation).
 MEMORY_UTILIZATION = 0.9
