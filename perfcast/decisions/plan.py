@@ -271,6 +271,9 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
 
     w = _precision(w, dev, notes)
     tl = TransformerLayouts(w, dev, cl, use_cache=use_cache)
+    if tl.finetune is not None:  # LoRA / QLoRA: FSDP sharding a frozen base is not modelled
+        zeros = [z for z in zeros if z < 3] or [0]
+        notes.extend(tl.finetune.notes(w.train_optimizer))
     if tl.seq_note:
         notes.append(tl.seq_note)
     s = tl.shape

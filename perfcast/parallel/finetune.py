@@ -13,9 +13,10 @@ What changes against full fine-tuning of the same layout (:class:`FineTuneCost`)
 * **adapters** — per adapted projection of ``in → out`` features, ``A`` (r × in) and ``B``
   (out × r): ``r·(in + out)`` parameters, in fp32 (PEFT's ``autocast_adapter_dtype``), with
   their fp32 gradients and the optimizer's state (AdamW: 8 bytes); QLoRA's paged AdamW keeps
-  the same state in unified memory, paged to the host only under memory pressure (counted on
-  the GPU here). These are the only gradients, the only data-parallel all-reduce and the only
-  optimizer step;
+  the same state in unified memory: on the GPU while the step fits, its excess paged to the
+  host when it does not, paged in and out over PCIe for each optimizer step (QLoRA section 3,
+  "Paged Optimizers"; figure 6: some models "do not quite fit" without them). These are the
+  only gradients, the only data-parallel all-reduce and the only optimizer step;
 * **activations** — as full fine-tuning's (a frozen projection no longer needs its input for a
   weight gradient, but its adapter keeps the same tensor for ``A``'s: PEFT's default
   ``lora_dropout = 0`` shares it), + the adapters' ``A·x`` (r per token per adapter); gradient
@@ -73,6 +74,9 @@ ADAPTER_FWD_KERNELS = 4
 #: the input gradient's add — twice the forward's traffic, in 6 kernels.
 ADAPTER_BWD_RATIO = 2.0
 ADAPTER_BWD_KERNELS = 6
+#: Host link a paged optimizer's state crosses when the GPU is full: PCIe 4.0 x16, 32 GB/s per
+#: direction (PCI-SIG's Gen4 x16 rate; the state is read in and written back each step).
+HOST_LINK_GBS = 32.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ class FineTuneCost:
     missing: tuple[str, ...]
     precision: str
     experts_per_token: int = 0
+    #: the GPU's memory (MiB): QLoRA's paged optimizer state spills to the host beyond it
+    capacity_mb: float | None = None
 
     # ------------------------------------------------------------------------ sizes
     def layer_params(self) -> float:
@@ -154,7 +160,8 @@ class FineTuneCost:
         return 4.0 if self.precision == "fp32" else 2.0
 
     # ------------------------------------------------------------------------ time
-    def _adapter_ms(self, tokens: float, T: int, device, eff: Efficiency) -> tuple[float, float, float]:
+    def _adapter_ms(self, tokens: float, T: int, device,
+                    eff: Efficiency) -> tuple[float, float, float]:
         """(forward ms, backward ms, forward FLOPs) of one layer's adapters over ``tokens``
         tokens per GPU (÷ T)."""
         from perfcast.parallel.model import _matrix_peak
@@ -295,12 +302,34 @@ class FineTuneCost:
             if k == "weights":
                 out["adapters"] = new.pop("adapters")
         out.update(new)
+        if self.method == "qlora" and self.capacity_mb and opt != "none":
+            self._page(est, out)
         est.memory_breakdown_mb = out
         est.memory_mb = float(sum(out.values()))
         # the GEMMs read the (dequantised) 16-bit base in the forward and the backward pass
         rc = 1 if layout.recompute == "full" else 0
         est.gpu_bytes += est.micro_batches * (2 + rc) * (base + (_q * 2.0 if _q else 0.0))
         return est
+
+    def _page(self, est, mem: dict[str, float]) -> None:
+        """QLoRA's paged optimizer (bitsandbytes' paged AdamW on CUDA unified memory): when
+        the step needs more than the GPU has, the state's excess is paged to host memory —
+        the GPU holds the rest and as much state as fits — and the optimizer step pages it in
+        and out over the host link (:data:`HOST_LINK_GBS`)."""
+        state = mem.get("optimizer_state", 0.0)
+        rest = sum(v for k, v in mem.items() if k != "optimizer_state")
+        if rest + state <= self.capacity_mb or state <= 0:
+            return
+        on_gpu = min(state, max(0.0, self.capacity_mb - rest))
+        paged = state - on_gpu
+        mem["optimizer_state"] = on_gpu
+        t = 2 * paged * MIB / (HOST_LINK_GBS * 1e9) * 1e3
+        est.breakdown_ms["optimizer"] = est.breakdown_ms.get("optimizer", 0.0) + t
+        est.time_ms += t
+        est.notes.append(f"paged optimizer: {paged:,.0f} of the {state:,.0f} MiB of optimizer "
+                         f"state paged to host memory (the GPU holds the rest of the step and "
+                         f"{on_gpu:,.0f} MiB of it); the optimizer step pages it in and out "
+                         f"over PCIe 4.0 x16 ({HOST_LINK_GBS:g} GB/s): +{t:,.1f} ms")
 
     @staticmethod
     def _largest_linear(tm, T: int) -> float:
@@ -338,8 +367,8 @@ class FineTuneCost:
                        f"weight dequantised to {self.precision} before its product, in the "
                        f"forward and again in the backward pass (bitsandbytes' MatMul4Bit), "
                        f"memory-bound at the fitted memory efficiency; paged AdamW (QLoRA's "
-                       f"paged optimizer): its state counted on the GPU — unified memory pages "
-                       f"it to the host only under pressure")
+                       f"paged optimizer): its state on the GPU while the step fits, its excess "
+                       f"paged to host memory when it does not (+ the PCIe transfer in time)")
         else:
             out.append(f"finetune: lora — the frozen base in "
                        f"{'fp32' if self.base_bytes == 4 else '16 bits'} "
@@ -348,7 +377,7 @@ class FineTuneCost:
         return out
 
 
-def finetune_cost(w, tm) -> FineTuneCost | None:
+def finetune_cost(w, tm, device=None) -> FineTuneCost | None:
     """The :class:`FineTuneCost` of workload ``w`` (``--finetune lora`` / ``qlora``) on its
     traced model ``tm``; ``None`` for full fine-tuning or none. A one-line error when the
     rank exceeds an adapted projection's width or no target is in the model."""
@@ -377,7 +406,8 @@ def finetune_cost(w, tm) -> FineTuneCost | None:
                             f"r ≤ min(in, out))")
     precision = w.precision or "bf16"
     return FineTuneCost(method=w.finetune, rank=rank, adapters=adapters, missing=missing,
-                        precision=precision, experts_per_token=arch.experts_per_token)
+                        precision=precision, experts_per_token=arch.experts_per_token,
+                        capacity_mb=getattr(device, "memory_mb", None))
 
 
 def memory_note(breakdown_mb: dict[str, float], total_mb: float | None = None) -> str:
@@ -403,6 +433,7 @@ def answer_notes(w, ft: FineTuneCost | None, est) -> list[str]:
         out.append("gradient checkpointing: off (--recompute full keeps each layer's input "
                    "only and runs its forward again in the backward pass — what "
                    "prepare_model_for_kbit_training and most fine-tuning recipes turn on)")
+    out.extend(n for n in est.notes if n.startswith("paged optimizer"))
     out.append(memory_note(est.memory_breakdown_mb, est.memory_mb))
     return out
 

@@ -148,7 +148,7 @@ class TransformerLayouts:
         from perfcast.parallel.finetune import finetune_cost
 
         #: LoRA / QLoRA (--finetune): its step on top of full fine-tuning's arithmetic
-        self.finetune = finetune_cost(w, self.traced)
+        self.finetune = finetune_cost(w, self.traced, device)
 
     @property
     def shape(self):

@@ -68,6 +68,14 @@ def parse_targets(value: Any) -> tuple[str, ...] | None:
     return tuple(t for t in LORA_TARGETS if t in names)
 
 
+def _listed(values) -> str:
+    """``a, b or c`` of the precisions the workload knows (``bf16-pure`` once it is one)."""
+    from perfcast.workload.choices import PRECISIONS
+
+    v = [x for x in values if x in PRECISIONS]
+    return v[0] if len(v) == 1 else ", ".join(v[:-1]) + " or " + v[-1]
+
+
 def validate_finetune(w) -> None:
     """The rules of ``--finetune`` on a :class:`~perfcast.workload.Workload` ``w`` (exit 2
     naming the rule): the LoRA options only with ``--finetune lora`` / ``qlora``; fine-tuning
@@ -104,12 +112,10 @@ def validate_finetune(w) -> None:
     if p is not None and method == "qlora" and p not in QLORA_PRECISIONS:
         raise PerfcastError(f"--finetune qlora computes in bf16 or fp16 (bitsandbytes' "
                             f"bnb_4bit_compute_dtype) over its 4-bit weights: use --precision "
-                            f"{' or '.join(x for x in QLORA_PRECISIONS if x != 'bf16-pure')}, "
-                            f"not {p}")
+                            f"{_listed(QLORA_PRECISIONS)}, not {p}")
     if p is not None and method == "lora" and p not in LORA_PRECISIONS:
         raise PerfcastError(f"--finetune lora runs a frozen fp32 or 16-bit base: use "
-                            f"--precision {', '.join(x for x in LORA_PRECISIONS if x != 'bf16-pure')}"
-                            f", not {p}")
+                            f"--precision {_listed(LORA_PRECISIONS)}, not {p}")
     lay = w.layout
     if method in ADAPTER_METHODS and getattr(lay, "zero", 0) >= 3:
         raise PerfcastError(f"--finetune {method} with --zero 3 (FSDP sharding the frozen "
