@@ -165,3 +165,33 @@ def test_fp8_serving_never_slower_than_16_bits(batch, inp, out, tp, engine):
     a, b = _serve("fp16", **kw), _serve("fp8", **kw)
     assert b.time_ms <= a.time_ms * (1 + 1e-9)
     assert b.memory_needed_mb < a.memory_needed_mb
+
+
+# ---------------------------------------------------------------------------- one GPU
+def test_one_gpu_bf16_is_autocast_bf16_pure_is_the_model_cast(tiny):
+    """The simulated step: bf16 keeps fp32 weights, gradients and AdamW state (16 bytes a
+    parameter, as amp), bf16-pure 16-bit ones (8 bytes); fp8 adds 2 bytes per linear weight."""
+    from perfcast.memory.simulate import simulate_memory
+
+    mib = 2.0 ** 20
+    est = {p: simulate_memory(tiny, batch_size=2, seq_len=128, mode="train", precision=p,
+                              optimizer="adamw") for p in ("amp", "bf16", "bf16-pure", "fp8")}
+    per = {p: (e.param_mb + e.grad_mb + e.optimizer_state_mb) * mib / e.total_params
+           for p, e in est.items()}
+    assert per["bf16"] == pytest.approx(16.0, rel=0.01) == per["amp"]
+    assert per["bf16-pure"] == pytest.approx(8.0, rel=0.01)
+    assert est["bf16-pure"].tensor_peak_mb < est["bf16"].tensor_peak_mb < est["fp8"].tensor_peak_mb
+    assert any(n.startswith("fp8: + ") for n in est["fp8"].notes)
+
+
+def test_one_gpu_extra_precisions_are_routed_as_bf16_with_the_physics(tiny):
+    kw = dict(device="h100-sxm", mode="train", batch_size=8, seq_len=512, optimizer="adamw")
+    bf16 = perfcast.predict(tiny, precision="bf16", **kw)
+    pure = perfcast.predict(tiny, precision="bf16-pure", **kw)
+    fp8 = perfcast.predict(tiny, precision="fp8", **kw)
+    assert (pure.precision, fp8.precision) == ("bf16-pure", "fp8")
+    assert pure.memory_mb < bf16.memory_mb < fp8.memory_mb
+    assert pure.time_ms <= bf16.time_ms and fp8.time_ms <= bf16.time_ms
+    assert any("the support rule" in n for n in fp8.notes)
+    with pytest.raises(PerfcastError, match="no FP8 tensor cores"):
+        perfcast.predict(tiny, precision="fp8", **{**kw, "device": "a100-80gb"})

@@ -24,9 +24,14 @@ MEMSIM_FIELDS = ("model", "mode", "batch_size", "input_size", "seq_len", "optimi
 
 def memsim_key(w: Workload) -> tuple:
     """The cache key of a workload's simulation (batch ``None`` = 1)."""
+    precision = w.precision or "fp32"
+    if precision == "bf16" and w.mode == "train":
+        # bf16 training is autocast with fp32 master weights (before: the model cast, the
+        # rows of which are ``bf16-pure`` now): its own key, so no old row answers it
+        precision = "bf16-autocast"
     return (w.spec, w.mode, int(w.batch_size or 1), w.input_size_text or "",
             "" if w.seq_len is None else str(int(w.seq_len)), w.run_optimizer or "",
-            w.precision or "fp32")
+            precision)
 
 
 def _row_key(r: dict) -> tuple:

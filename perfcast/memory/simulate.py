@@ -38,8 +38,13 @@ whole grad list; ``foreach=False`` is the per-tensor loop PyTorch uses by defaul
 Precision: ``fp32``; ``amp`` = ``torch.autocast(fp16)`` with **CUDA's autocast op lists**
 emulated on the CPU autocast key (:mod:`perfcast.memory.autocast_rules`; ``autocast_rules="cpu"``
 keeps CPU autocast's own lists), fp32 master weights, gradients and optimizer state (a
-``GradScaler`` only adds a few scalars, not simulated); ``fp16``/``bf16`` = the whole model and
-inputs cast (pure low-precision training: fp16 grads and optimizer state).
+``GradScaler`` only adds a few scalars, not simulated); ``bf16`` in training = the same with
+``torch.autocast(dtype=bfloat16)`` (fp32 master weights, gradients and optimizer state: what
+``bf16`` means to users), in inference the model cast to bf16 (no master copy to keep);
+``fp16`` / ``bf16-pure`` = the whole model and inputs cast (pure low-precision training: 16-bit
+grads and optimizer state); ``fp8`` (training) = ``bf16``'s autocast plus the FP8 copy and
+transpose of every ``nn.Linear`` weight that Transformer Engine keeps (2 bytes a weight,
+:data:`FP8_WEIGHT_COPY_BYTES`, added to the peak — FakeTensor has no FP8 GEMM to run).
 
 What differs from a real CUDA run (what a learned memory predictor must add)
 ---------------------------------------------------------------------------
@@ -264,12 +269,21 @@ def _loss(out: Any, loss: str):
     return t.float().mean()
 
 
+#: Bytes per ``nn.Linear`` weight of FP8 training's copies (TE: the FP8 weight and its
+#: transpose), added to a simulated ``fp8`` training step.
+FP8_WEIGHT_COPY_BYTES = 2.0
+#: The autocast dtype of each autocast precision (``bf16`` / ``fp8``: in training — an
+#: inference at ``bf16`` casts the model instead, :func:`simulate_memory`).
+AUTOCAST_DTYPES = {"amp": "float16", "bf16": "bfloat16", "fp8": "bfloat16"}
+
+
 @contextlib.contextmanager
 def _autocast(precision: str, device_type: str, rules: str):
-    """fp16 autocast for ``amp`` (with CUDA's op lists when ``rules="cuda"``), else nothing."""
+    """Autocast for ``amp`` (fp16) and ``bf16`` / ``fp8`` (bf16) — with CUDA's op lists when
+    ``rules="cuda"`` —, else nothing."""
     import torch
 
-    if precision != "amp":
+    if precision not in AUTOCAST_DTYPES:
         yield
         return
     with contextlib.ExitStack() as stack:
@@ -277,7 +291,8 @@ def _autocast(precision: str, device_type: str, rules: str):
             from perfcast.memory.autocast_rules import cuda_autocast_rules
 
             stack.enter_context(cuda_autocast_rules())
-        stack.enter_context(torch.autocast(device_type, dtype=torch.float16))
+        stack.enter_context(torch.autocast(device_type,
+                                           dtype=getattr(torch, AUTOCAST_DTYPES[precision])))
         yield
 
 
@@ -378,7 +393,9 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
     ``input_size``: per-sample shape ``(3, H, W)``, ``"3,224,224"`` or an int ``H`` (vision;
     default: the model's default); ``seq_len`` for ``hf:`` models (default 128).
     ``mode``: ``"train"`` (two steps of the modelled loop, steady-state peak) or ``"infer"``.
-    ``precision``: ``fp32``, ``amp`` (fp16 autocast with CUDA's op lists), ``fp16``, ``bf16``.
+    ``precision``: ``fp32``, ``amp`` (fp16 autocast with CUDA's op lists), ``fp16``, ``bf16``
+    (training: bf16 autocast with fp32 master weights; inference: the model in bf16),
+    ``bf16-pure``, ``fp8`` (training: ``bf16`` + the FP8 weight copies).
     ``optimizer``: ``sgd``, ``sgd-momentum``, ``adam``, ``adamw`` (train only).
     ``foreach``: optimizer implementation; ``None`` = PyTorch's CUDA default (multi-tensor).
     ``loss``: ``"mean"`` (as the profiler) or ``"cross-entropy"``.
@@ -414,7 +431,15 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
         raise PerfcastError("steps must be ≥ 1")
 
     model, args, model_id, notes = build_model_on_meta(w)
-    if precision in ("fp16", "bf16"):
+    # the model cast (pure 16-bit), or fp32 weights under autocast (``run``: the loop's
+    # precision, what its autocast reads)
+    cast = precision in ("fp16", "bf16-pure") or (precision == "bf16" and not train)
+    run = "fp32" if cast else precision
+    fp8_copies = 0
+    if precision == "fp8":
+        fp8_copies = int(sum(m.weight.numel() for m in model.modules()
+                             if isinstance(m, torch.nn.Linear)) * FP8_WEIGHT_COPY_BYTES)
+    if cast:
         dtype = torch.float16 if precision == "fp16" else torch.bfloat16
         model = model.to(dtype)
         args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
@@ -432,7 +457,7 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
 
     first_peak = None
     opt = None
-    bn_fix = _mixed_bn_stats_mode() if precision == "amp" else contextlib.nullcontext()
+    bn_fix = _mixed_bn_stats_mode() if run in AUTOCAST_DTYPES else contextlib.nullcontext()
     try:
         with fake_mode, bn_fix, warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -440,14 +465,14 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
                 opt = make_optimizer(optimizer, params, foreach=True if foreach is None
                                      else foreach)
                 with tracker:
-                    peaks = run_training_steps(model, fargs, opt, tracker, precision=precision,
+                    peaks = run_training_steps(model, fargs, opt, tracker, precision=run,
                                                steps=steps, loss=loss,
                                                autocast_rules=autocast_rules)
                 first_peak = peaks[0]
             else:
                 with tracker:
                     for _ in range(steps):
-                        run_inference(model, fargs, tracker, precision=precision,
+                        run_inference(model, fargs, tracker, precision=run,
                                       autocast_rules=autocast_rules)
     except PerfcastError:
         raise
@@ -464,8 +489,8 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
         state_b = _storage_bytes([v for s in opt.state.values() for v in s.values()
                                   if isinstance(v, torch.Tensor)])
     input_b = _storage_bytes(list(fargs))
-    peak = int(tracker.peak_bytes)
-    persistent = param_b + buffer_b + grad_b + state_b
+    peak = int(tracker.peak_bytes) + fp8_copies
+    persistent = param_b + buffer_b + grad_b + state_b + fp8_copies
 
     if train:
         notes.append(f"steady-state peak over {steps} training step(s) of the loop zero_grad → "
@@ -474,9 +499,20 @@ def simulate_memory(spec: Any, *, batch_size: int = 1, input_size: Any = None,
                      f"implementation)")
     else:
         notes.append("one torch.no_grad() forward pass in eval mode")
-    if precision == "amp":
-        notes.append("amp: fp16 autocast with CUDA's op lists emulated on CPU autocast"
-                     if autocast_rules == "cuda" else "amp: fp16 autocast with CPU's op lists")
+    if run in AUTOCAST_DTYPES:
+        half = "fp16" if run == "amp" else "bf16"
+        notes.append(f"{precision}: {half} autocast with fp32 master weights, gradients and "
+                     f"optimizer state, "
+                     + ("CUDA's op lists emulated on CPU autocast" if autocast_rules == "cuda"
+                        else "CPU's op lists"))
+    elif cast and train:
+        notes.append(f"{precision}: the model, its gradients and optimizer state in 16 bits "
+                     f"(no fp32 master copy)")
+    if fp8_copies:
+        notes.append(f"fp8: + {fp8_copies / MiB:,.1f} MiB of FP8 weight copies (the FP8 weight "
+                     f"and its transpose of every nn.Linear, 2 bytes a weight, as Transformer "
+                     f"Engine keeps them) beside bf16's autocast step; the FP8 GEMMs' own "
+                     f"buffers are not simulated")
     notes.append("live tensor bytes only: excludes the CUDA context, caching-allocator rounding "
                  "and fragmentation, cuDNN/cuBLAS workspaces and kernel-internal temporaries")
 

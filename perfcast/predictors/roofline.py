@@ -14,12 +14,13 @@ For one record (model graph at batch ``ref_batch``, record batch ``b``, ``k = b 
 * ``peak`` is :meth:`Device.peak_tflops` at the record's precision: ``fp32`` uses the FP32 (non
   tensor-core) peak — PyTorch's default for matmuls; ``amp`` / ``fp16`` / ``bf16`` use the
   half-precision tensor-core peak. ``a`` (activation byte factor) is ½ for amp/fp16/bf16, ``w``
-  (parameter byte factor) is ½ for fp16/bf16 (amp keeps FP32 master weights, ``w = 1``).
+  (parameter byte factor) is ½ for fp16 / bf16-pure and bf16 inference (amp and bf16 training
+  keep FP32 master weights, ``w = 1``: :func:`half_weights`).
 * ``train_factor`` (default 3): backward ≈ 2× the forward FLOPs and bytes (grad-input and
   grad-weight), so a training step ≈ 3× the forward pass, kernel launches included.
 * Optimizer: an element-wise, memory-bound update reading parameter + gradient, writing the
   parameter (3 accesses) and reading + writing each state (``states``: sgd 0, sgd-momentum 1,
-  adam/adamw 2) at ``e`` bytes per element (4; 2 for pure fp16/bf16). Unknown optimizer →
+  adam/adamw 2) at ``e`` bytes per element (4; 2 for pure fp16 / bf16-pure). Unknown optimizer →
   ``sgd-momentum`` (the ``perfcast collect`` default). On GPUs PyTorch's multi-tensor
   (``foreach``) update needs a handful of launches (counted 0); on CPUs one per parameter tensor
   (``n_opt`` = nodes holding parameters).
@@ -60,7 +61,14 @@ TRAIN_FACTOR = 3.0
 #: Optimizer state tensors per parameter.
 OPTIMIZER_STATES = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}
 DEFAULT_OPTIMIZER = "sgd-momentum"
-HALF_PRECISIONS = ("amp", "fp16", "bf16")
+HALF_PRECISIONS = ("amp", "fp16", "bf16", "bf16-pure", "fp8")
+
+
+def half_weights(precision: str, mode: str) -> bool:
+    """Whether the weights (and in training the gradients and optimizer state) are 16-bit:
+    fp16 and bf16-pure; bf16 in inference only (bf16 training is autocast with fp32 master
+    weights, like amp)."""
+    return precision in ("fp16", "bf16-pure") or (precision == "bf16" and mode != "train")
 #: Ops that launch no kernel and move no bytes.
 NO_KERNEL_OPS = frozenset(_ops.VIEW_OPS | {"constant", "shape_of"})
 DEFAULT_LAUNCH_US = {"gpu": 5.0, "cpu": 1.0}
@@ -178,7 +186,7 @@ def cost_time_ms(cost: GraphCost, batch: int, mode: str, precision: str, device,
     k = float(batch) / cost.ref_batch
     half = precision in HALF_PRECISIONS
     a = 0.5 if half else 1.0
-    w = 0.5 if precision in ("fp16", "bf16") else 1.0
+    w = 0.5 if half_weights(precision, mode) else 1.0
     train = mode == "train"
     sel = slice(None) if train else ~cost.is_dropout
     t_node = np.maximum(cost.flops[sel] * k / flops_s,
@@ -190,7 +198,7 @@ def cost_time_ms(cost: GraphCost, batch: int, mode: str, precision: str, device,
     if train:
         opt = optimizer if isinstance(optimizer, str) and optimizer in OPTIMIZER_STATES \
             else DEFAULT_OPTIMIZER
-        e = 2.0 if precision in ("fp16", "bf16") else 4.0
+        e = 2.0 if half_weights(precision, mode) else 4.0
         t = train_factor * t + cost.params * e * (3 + 2 * OPTIMIZER_STATES[opt]) / bytes_s
         kernels = train_factor * kernels + (cost.param_nodes if dev.kind == "cpu" else 0)
     return (t + kernels * float(launch_us) * 1e-6) * 1e3
@@ -201,7 +209,8 @@ def cost_time_ms(cost: GraphCost, batch: int, mode: str, precision: str, device,
 #: on Ampere and later) or, on AMD CDNA, FP32 matrix cores; amp autocasts to fp16 or bf16.
 BOUND_PRECISIONS = {"fp32": ("fp32", "fp32_matrix", "tf32"),
                     "amp": ("fp32", "fp32_matrix", "tf32", "fp16", "bf16"),
-                    "fp16": ("fp32", "fp16"), "bf16": ("fp32", "bf16")}
+                    "fp16": ("fp32", "fp16"), "bf16": ("fp32", "bf16"),
+                    "bf16-pure": ("fp32", "bf16"), "fp8": ("fp32", "bf16", "fp8")}
 #: Allowance on the compute roof of :func:`time_lower_bound_ms`: fast convolution algorithms
 #: (Winograd, FFT) do fewer multiplications than the direct FLOP count and GPUs boost above the
 #: datasheet clock. Measured: VGG-19 on an RTX 2080 Ti (fp32) ran at 0.91× the direct FLOPs ÷
@@ -251,7 +260,7 @@ def time_lower_bound_ms(cost: GraphCost, batch: int, mode: str, precision: str, 
         if dev.kind == "cpu" and dev.cores and _finite_pos(threads):
             peak *= min(float(threads), float(dev.cores)) / float(dev.cores)
         t_compute = flops * BOUND_COMPUTE_ALLOWANCE / (peak * 1e12)
-    half = precision in ("fp16", "bf16")
+    half = half_weights(precision, mode)
     if train:
         opt = optimizer if isinstance(optimizer, str) and optimizer in OPTIMIZER_STATES \
             else DEFAULT_OPTIMIZER
@@ -355,4 +364,5 @@ class RooflinePredictor(Predictor):
 
 
 __all__ = ["BOUND_COMPUTE_ALLOWANCE", "BOUND_PRECISIONS", "GraphCost", "RooflinePredictor",
-           "best_peak_tflops", "cost_time_ms", "roofline_time_ms", "time_lower_bound_ms"]
+           "best_peak_tflops", "cost_time_ms", "half_weights", "roofline_time_ms",
+           "time_lower_bound_ms"]

@@ -122,6 +122,15 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     if predictor and not routing.looks_like_path(predictor):
         routing.check_predictor_name(predictor)  # before any graph is built
     w, precision_note = with_defaults(w, dev)
+    from perfcast.request.precision import adjust, routed_workload
+
+    asked, routed = w, routed_workload(w)  # bf16-pure / fp8: routed as bf16, then physics
+    if routed is not None:
+        if w.precision == "fp8":
+            from perfcast.devices.fp8 import require_fp8
+
+            require_fp8(dev)  # before any graph is built
+        w = routed
     if runtime_overhead_mb is not None and not runtime_overhead_mb >= 0:
         raise PerfcastError(f"runtime overhead must be ≥ 0 MiB, got {runtime_overhead_mb}")
     check_threads(threads)
@@ -169,6 +178,12 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     from perfcast.uncertainty import annotate
 
     annotate(out, r, coverage)
+    if routed is not None:
+        adjust(out, asked, routed, dev, graph, use_cache)
+    elif w.mode == "train":
+        from perfcast.devices.fp8 import training_precision_notes
+
+        out.notes[:0] = training_precision_notes(w.precision, dev)
     if out.energy_j and out.time_ms:
         out.power_w = out.energy_j / (out.time_ms / 1e3)
     else:

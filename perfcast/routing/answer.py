@@ -116,11 +116,12 @@ def _shipped_id(entry: dict) -> str | None:
 def memory_floor_mb(summary, workload: Workload) -> float:
     """The least memory (MiB) a run of ``workload`` holds: its weights (+ a gradient and the
     optimizer's states per parameter in training) and its input batch — all alive at once.
-    Bytes per element: 2 for fp16 / bf16 (weights, states and inputs), else 4 (amp keeps fp32
-    weights; token ids are counted at 4 bytes, the least an id takes)."""
-    from perfcast.predictors.roofline import DEFAULT_OPTIMIZER, OPTIMIZER_STATES
+    Bytes per element: 2 for fp16 / bf16-pure and bf16 inference (weights, states and inputs),
+    else 4 (amp and bf16 training keep fp32 master weights; token ids are counted at 4 bytes,
+    the least an id takes)."""
+    from perfcast.predictors.roofline import DEFAULT_OPTIMIZER, OPTIMIZER_STATES, half_weights
 
-    half = workload.precision in ("fp16", "bf16")
+    half = half_weights(workload.precision, workload.mode)
     e = 2.0 if half else 4.0
     total = float(summary.param_bytes) * (0.5 if half else 1.0)
     if workload.mode == "train":
