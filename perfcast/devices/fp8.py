@@ -57,7 +57,7 @@ def training_precision_notes(precision: str | None, device) -> list[str]:
                    f"on {device.key} ({peak / bf16:.2g}× its bf16 peak)" if bf16 else
                    f"precision: {TRAIN_PRECISION_MEANING['fp8']}; FP8 peak {peak:,.1f} TFLOPS")
         out.extend(derived)
-    elif precision in TRAIN_PRECISION_MEANING:
+    elif precision in ("bf16", "bf16-pure"):  # the ones whose meaning a user may doubt
         out.append(f"precision: {TRAIN_PRECISION_MEANING[precision]}")
     return out
 
