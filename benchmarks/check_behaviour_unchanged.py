@@ -253,6 +253,9 @@ EXPECTED_CHANGES = {
     "rank-resnet18-3dev-b64": "issue #39: the RTX 4090's time differs by 1.1e-7 relative (one "
                               "float32 rounding in the dippm GNN's batch of grid records)",
     "cli-refuse-tp-infer": "issue #33: --tensor-parallel now applies to --mode train too",
+    "resnet50-h100-train-bf16-b64": "issue #41: bf16 training is bf16 autocast with fp32 master "
+                                    "weights (the memory of fp32 weights, gradients and state; "
+                                    "a note says which bf16), bf16-pure the old pure answer",
 }
 
 

@@ -348,8 +348,9 @@ def _plan_transformer(w, dev, cl, gpus, fixed, recs, zeros, schedule, use_cache,
         for m in tl.micro_batches(lay):
             e = tl.estimate(lay, m)
             tok = w.batch_size * tl.seq_len / e.time_ms * 1e3
-            peak = dev.peak_tflops({"amp": "fp16", "fp16": "fp16",
-                                    "bf16": "bf16"}.get(w.precision, "fp32"))
+            peak = dev.peak_tflops({"amp": "fp16", "fp16": "fp16", "bf16": "bf16",
+                                    "bf16-pure": "bf16", "fp8": "bf16"}.get(w.precision,
+                                                                            "fp32"))
             mfu = e.model_flops / (e.time_ms / 1e3) / gpus / (peak * 1e12) if peak else None
             rows.append(PlanRow(rank=0, data_parallel=lay.data, tensor_parallel=lay.tensor,
                                 pipeline_parallel=lay.pipeline, micro_batch_size=m,
@@ -387,10 +388,13 @@ def _skip(skipped: dict[str, int], why: str) -> None:
 
 
 def _precision(w, dev, notes):
+    from perfcast.devices.fp8 import training_precision_notes
+
     if w.precision is None:
         p = "bf16" if dev.peak_bf16_tflops else ("amp" if dev.peak_fp16_tflops else "fp32")
         notes.append(f"precision: {p} (none given: the GPU's 16-bit training precision)")
-        return w.replace(precision=p)
+        w = w.replace(precision=p)
+    notes.extend(training_precision_notes(w.precision, dev))  # fp8: refused without FP8 units
     return w
 
 
