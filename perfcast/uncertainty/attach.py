@@ -56,8 +56,20 @@ def annotate(pred, route, coverage: float = DEFAULT_COVERAGE) -> None:
                    else f"no calibration stored for the {ans.predictor} model")
             intervals[key] = {"coverage": None, "note": f"{key}: no interval — {why}"}
             continue
-        score, reasons = None, []
-        if cal.reference is not None and req is not None:
+        score, reasons, regime_d = None, [], None
+        if cal.adaptive is not None and req is not None:
+            try:
+                if feats is None:
+                    feats = request_features(req)
+                regime_d, reasons = _adaptive(cal, req, feats, coverage)
+            except Exception as exc:  # noqa: BLE001 - the regime refines; it never sinks one
+                regime_d = None
+                pred.notes.append(f"{key}: no regime for this request ({type(exc).__name__}); "
+                                  f"the pooled interval of the farthest bucket")
+        if regime_d is not None:
+            q_lo, q_hi, bucket = regime_d["q_lo"], regime_d["q_hi"], None
+            score = regime_d["sigma"]
+        elif cal.reference is not None and req is not None:
             try:
                 if feats is None:
                     feats = request_features(req)
@@ -69,8 +81,9 @@ def annotate(pred, route, coverage: float = DEFAULT_COVERAGE) -> None:
                 score, reasons = None, []
                 pred.notes.append(f"ood: no score for this request ({type(exc).__name__}); "
                                   f"the interval is the farthest bucket's")
-        unscored = score is None and cal.reference is not None and req is not None
-        q_lo, q_hi, bucket = cal.bounds(math.inf if unscored else score, coverage)
+        if regime_d is None:
+            unscored = score is None and cal.reference is not None and req is not None
+            q_lo, q_hi, bucket = cal.bounds(math.inf if unscored else score, coverage)
         if not (math.isfinite(q_lo) and math.isfinite(q_hi)):
             intervals[key] = {"coverage": None,
                               "note": f"{key}: no interval — {cal.n} calibration records are too "
@@ -87,10 +100,23 @@ def annotate(pred, route, coverage: float = DEFAULT_COVERAGE) -> None:
                               f"draws at most (min(power limit, TDP)) over the upper time bound")
         setattr(pred, f"{key}_low", lo)
         setattr(pred, f"{key}_high", hi)
-        d = {"coverage": coverage, "low": lo, "high": hi, "bucket": bucket,
-             "buckets": len(cal.residuals), "calibration_records": cal.n,
+        d = {"coverage": coverage, "low": lo, "high": hi, "calibration_records": cal.n,
              "calibrated_on": cal.meta.get("calibrated_on")}
-        if score is not None:
+        if regime_d is not None:
+            d.update(regime=regime_d["regime"], regime_records=regime_d["regime_records"],
+                     expected_error=round(score, 4))
+            ood_scores.append(score)
+            ood_reasons += [f"{key}: {r}" for r in reasons]
+            if regime_d["beyond"]:
+                d["note"] = (f"{key}: beyond every calibration record in "
+                             f"{', '.join(regime_d['beyond'])} — the interval has the widest "
+                             f"calibrated difficulty and may cover less than {coverage:.0%}")
+            if cal.adaptive.threshold is not None:
+                thresholds.append(cal.adaptive.threshold)
+            flagged = flagged or regime_d["flagged"]
+        else:
+            d.update(bucket=bucket, buckets=len(cal.residuals))
+        if score is not None and regime_d is None:
             d["ood_score"] = round(score, 3)
             if cal.max_score is not None and score > cal.max_score:
                 d["note"] = (f"{key}: OOD score {score:.1f} is beyond every calibration record "
@@ -118,6 +144,28 @@ def annotate(pred, route, coverage: float = DEFAULT_COVERAGE) -> None:
         pred.notes.append(f"fits: yes at the central estimate, but the {coverage:.0%} upper "
                           f"bound {pred.memory_mb_high:,.0f} MiB exceeds the "
                           f"{pred.capacity_mb:,.0f} MiB (fit / mig plan with it: --risk)")
+
+
+def _adaptive(cal, req, feats: dict[str, Any], coverage: float) -> tuple[dict, list[str]]:
+    """The regime of a request for ``cal``'s model, its difficulty features and the adaptive
+    bounds (:meth:`perfcast.uncertainty.regimes.RegimeCalibration.bounds`) with the reasons of
+    its OOD parts."""
+    from perfcast.uncertainty.regimes import feature_vector
+
+    ad, ref, w = cal.adaptive, cal.reference, req.w
+    reasons: list[str] = []
+    parts = ref.parts(feats["desc"], feats["op_counts"], feats["batch"],
+                      feats["input_elements"], feats["device"] if ref.devices else None,
+                      reasons=reasons) if ref is not None else {}
+    spec = str(w.spec)
+    regime = ad.regime(req.device.key, spec)
+    x = feature_vector(parts, feats["batch"], w.mode, w.precision, spec.startswith("hf:"),
+                       regime)
+    b = ad.bounds(x, regime, coverage)
+    b["regime"] = regime
+    if regime.endswith("family-unseen"):
+        reasons.append(f"model family of {spec} not among the trained ones")
+    return b, reasons
 
 
 def _floor(ans, key: str, req) -> float:

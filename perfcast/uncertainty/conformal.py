@@ -52,11 +52,14 @@ class Calibration:
     threshold: float | None = None
     max_score: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: intervals by regime with a locally-adaptive width (:mod:`perfcast.uncertainty.regimes`);
+    #: when present they answer, and ``residuals`` is the pooled fallback
+    adaptive: Any = None
 
     @classmethod
     def build(cls, key: str, residuals, scores=None, *, reference: OODReference | None = None,
               n_buckets: int = N_BUCKETS, min_bucket: int = MIN_BUCKET,
-              meta: dict[str, Any] | None = None) -> Calibration:
+              meta: dict[str, Any] | None = None, adaptive=None) -> Calibration:
         """From held-out residuals ``log(actual / predicted)`` and their OOD scores: buckets at
         score quantiles (as many as give ≥ ``min_bucket`` residuals each) and the threshold
         (Youden's J of "APE > 20 %" vs score)."""
@@ -75,7 +78,7 @@ class Calibration:
             thr = flag_threshold(s, _ape(r) > LARGE_APE)
         return cls(key=key, residuals=res, edges=edges, reference=reference, threshold=thr,
                    max_score=float(s.max()) if scores is not None and len(s) else None,
-                   meta=dict(meta or {}))
+                   meta=dict(meta or {}), adaptive=adaptive)
 
     def bucket(self, score: float | None) -> int:
         if score is None or not self.edges:
@@ -100,11 +103,17 @@ class Calibration:
         return {"key": self.key, "edges": self.edges, "threshold": self.threshold,
                 "max_score": self.max_score, "meta": self.meta,
                 "buckets": [np.round(r, 5).tolist() for r in self.residuals],
-                "reference": self.reference.to_json() if self.reference else None}
+                "reference": self.reference.to_json() if self.reference else None,
+                **({"adaptive": self.adaptive.to_json()} if self.adaptive is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Calibration:
-        return cls(key=d["key"], residuals=[np.asarray(b, np.float64) for b in d["buckets"]],
+        adaptive = None
+        if d.get("adaptive"):
+            from perfcast.uncertainty.regimes import RegimeCalibration
+
+            adaptive = RegimeCalibration.from_json(d["adaptive"])
+        return cls(adaptive=adaptive, key=d["key"], residuals=[np.asarray(b, np.float64) for b in d["buckets"]],
                    edges=list(d.get("edges") or []),
                    reference=OODReference.from_json(d["reference"]) if d.get("reference")
                    else None, threshold=d.get("threshold"), max_score=d.get("max_score"),

@@ -18,7 +18,7 @@ import numpy as np
 DEFAULT_COVERAGE = 0.9
 #: Keys that get ``<key>_low`` / ``<key>_high`` on a :class:`~perfcast.api.Prediction`.
 INTERVAL_KEYS: tuple[str, ...] = ("time_ms", "memory_mb", "energy_j")
-FORMAT = "1"
+FORMAT = "2"  # 2: calibrations may carry "adaptive" (intervals by regime)
 #: Mondrian buckets (by OOD score) when every one gets at least :data:`MIN_BUCKET` residuals.
 N_BUCKETS = 3
 MIN_BUCKET = 80
@@ -155,18 +155,20 @@ class OODReference:
     def project(self, desc: np.ndarray) -> np.ndarray:
         return ((np.asarray(desc, np.float64) - self.feat_mean) / self.feat_std) @ self.components.T
 
-    def score(self, desc: np.ndarray | None = None, op_counts: np.ndarray | None = None,
+    def parts(self, desc: np.ndarray | None = None, op_counts: np.ndarray | None = None,
               batch: float | None = None, input_elements: float | None = None,
               device: tuple[str, np.ndarray | None] | None = None,
-              exclude_device: bool = False) -> tuple[float, list[str]]:
-        """``(score, reasons)`` of one request (see the module docstring). ``device``:
-        ``(key, vector)`` for a device-conditioned model; ``exclude_device``: measure the
-        distance to the *other* training devices (leave-one-device-out calibration)."""
-        s, reasons = 0.0, []
+              exclude_device: bool = False, reasons: list[str] | None = None) -> dict[str, float]:
+        """The parts of :meth:`score` (``arch``: nearest-neighbour distance in the training
+        set's spacing; ``new_ops``: 1 with op classes never trained on; ``batch_oct`` /
+        ``input_oct``: octaves outside the trained range; ``device``: the GPU's distance to the
+        nearest training GPU, 0 for a trained one), appending their reasons to ``reasons``."""
+        reasons = [] if reasons is None else reasons
+        out = {"arch": 0.0, "new_ops": 0.0, "batch_oct": 0.0, "input_oct": 0.0, "device": 0.0}
         if self.points is not None and desc is not None:
             z = self.project(desc)
             d = float(np.sqrt(((self.points - z) ** 2).sum(axis=1)).min()) / self.scale
-            s += d
+            out["arch"] = d
             if d > 2:
                 reasons.append(f"architecture far from every trained one (nearest-neighbour "
                                f"distance {d:.1f}× the training set's typical spacing)")
@@ -176,21 +178,21 @@ class OODReference:
             if unseen:
                 from perfcast import ops
 
-                s += 1.0
+                out["new_ops"] = 1.0
                 names = [ops.OPS[i] for i in unseen[:4]]
                 reasons.append(f"op classes never seen in training: {', '.join(names)}"
                                + (f" (+{len(unseen) - 4} more)" if len(unseen) > 4 else ""))
         if self.batch_range and batch:
             o = _octaves_outside(float(batch), *self.batch_range)
             if o > 0:
-                s += o
+                out["batch_oct"] = o
                 reasons.append(f"batch {int(batch):,} outside the trained range "
                                f"{self.batch_range[0]:,.0f}–{self.batch_range[1]:,.0f} "
                                f"({o:.1f} octaves)")
         if self.input_range and input_elements:
             o = _octaves_outside(float(input_elements), *self.input_range)
             if o > 0:
-                s += o
+                out["input_oct"] = o
                 reasons.append(f"input of {input_elements:,.0f} elements per sample outside "
                                f"the trained range {self.input_range[0]:,.0f}–"
                                f"{self.input_range[1]:,.0f} ({o:.1f} octaves)")
@@ -198,16 +200,27 @@ class OODReference:
             key, vec = device
             others = {k: v for k, v in self.devices.items() if not (exclude_device and k == key)}
             if vec is None:
-                s += 3.0
+                out["device"] = 3.0
                 reasons.append(f"{key}: the registry lacks the specs the device distance needs")
             elif others and not (key in others and not exclude_device):
                 dist = {k: float(np.linalg.norm(np.asarray(v) - vec)) for k, v in others.items()}
                 near = min(dist, key=dist.get)
                 d = dist[near] / self.device_scale
-                s += d
+                out["device"] = d
                 reasons.append(f"{key} not among the trained GPUs (nearest: {near}, distance "
                                f"{d:.1f}× their typical spacing)")
-        return s, reasons
+        return out
+
+    def score(self, desc: np.ndarray | None = None, op_counts: np.ndarray | None = None,
+              batch: float | None = None, input_elements: float | None = None,
+              device: tuple[str, np.ndarray | None] | None = None,
+              exclude_device: bool = False) -> tuple[float, list[str]]:
+        """``(score, reasons)`` of one request: the sum of :meth:`parts`. ``device``:
+        ``(key, vector)`` for a device-conditioned model; ``exclude_device``: measure the
+        distance to the *other* training devices (leave-one-device-out calibration)."""
+        reasons: list[str] = []
+        p = self.parts(desc, op_counts, batch, input_elements, device, exclude_device, reasons)
+        return float(sum(p.values())), reasons
 
     # -- JSON -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
