@@ -7,6 +7,7 @@ from perfcast.workload import MAX_SIZE, Workload
 from perfcast.generation.settings import resolve
 from perfcast.generation.result import GenerationPrediction
 from perfcast.generation.memory import _fits_fn, _largest
+from perfcast.generation.precision import serving_precision
 from perfcast.generation.predict import predict_generation
 
 
@@ -26,10 +27,11 @@ def max_generation_batch(req: Workload, device, limit: int = 65536
         raise PerfcastError(f"--limit must be a positive integer, got {limit!r}")
     arch = llm_arch(req.spec)
     req.check_serving(arch)
-    fits = _fits_fn(arch, req, device)
-    if not fits(dataclasses.replace(req, batch_size=1)):
+    priced = serving_precision(req, device, [])  # the KV cache's dtype, FP8 checked
+    fits = _fits_fn(arch, priced, device)
+    if not fits(dataclasses.replace(priced, batch_size=1)):
         return 0, None
-    b = _largest(lambda v: fits(dataclasses.replace(req, batch_size=v)), 1, limit)
+    b = _largest(lambda v: fits(dataclasses.replace(priced, batch_size=v)), 1, limit)
     return b, predict_generation(req.replace(batch_size=b), device)
 
 
@@ -53,9 +55,10 @@ def max_generation_context(req: Workload, device
                             f"--output-len {req.output_len:,} leaves no room for a prompt")
     top = min(top, MAX_SIZE)
     req.check_serving(arch, input_len=1)
-    fits = _fits_fn(arch, req, device)
-    if not fits(dataclasses.replace(req, input_len=1)):
+    priced = serving_precision(req, device, [])
+    fits = _fits_fn(arch, priced, device)
+    if not fits(dataclasses.replace(priced, input_len=1)):
         return 0, "memory", None
-    i = _largest(lambda v: fits(dataclasses.replace(req, input_len=v)), 1, top)
+    i = _largest(lambda v: fits(dataclasses.replace(priced, input_len=v)), 1, top)
     limited = "max_positions" if i == top and arch.max_positions else "memory"
     return i, limited, predict_generation(req.replace(input_len=i), device)
