@@ -233,3 +233,17 @@ def test_answer_scales_with_the_probe(tmp_path):
     assert any("PERFCAST_PROBE=off" in n for n in _notes(plain))
     assert not any("scaled by the probes' ratio" in n for n in _notes(plain))
     assert math.isfinite(plain["time_ms"])
+
+
+def test_a_probe_taken_on_a_busy_machine_is_replaced_when_quieter(probe_dir, monkeypatch):
+    run = CountingRunner()
+    busy = P.run_probe(1, **TINY)
+    busy.load_1m = 10.0 * (os.cpu_count() or 1)
+    key = P.machine_key(1)
+    P.write_cached(P.probe_path(key), key, busy)
+    monkeypatch.setattr(P, "_load_now", lambda: busy.load_1m)  # still busy: kept
+    assert P.probe_for(1, runner=run).status == "cached" and run.calls == 0
+    monkeypatch.setattr(P, "_SEEN", {})
+    monkeypatch.setattr(P, "_load_now", lambda: 0.0)  # quiet now: probed again
+    res = P.probe_for(1, runner=run)
+    assert (res.status, run.calls) == ("measured", 1) and "quieter now" in res.why

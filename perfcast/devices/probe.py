@@ -1,4 +1,4 @@
-"""This machine, measured in about a second: a short probe of the CPU that the shipped CPU time
+"""This machine, measured: a short probe of the CPU that the shipped CPU time
 model (``kernelsum``) is scaled by.
 
 The shipped CPU model was fitted on measurements of one machine. On another machine its
@@ -12,9 +12,9 @@ at the thread count asked for, with torch since the model prices torch ops:
   :func:`perfcast.profiler.micro.measure_machine`'s kernel, the one the training machine's
   profile measured.
 * **bandwidth** — ``torch.add(a, b, out=c)`` over :data:`STREAM_ELEMENTS` FP32 elements (3 × 4
-  bytes moved per element, 384 MiB per call; ``measure_machine``'s kernel and size — a quarter
-  of it reads 20–25 % faster on the development VM, whose caches hold more of it), best of a
-  few: GB/s.
+  bytes moved per element, 384 MiB per call; ``measure_machine``'s kernel and size, so that
+  the two machines are read alike: a smaller stream reads faster where caches hold part of
+  it), best of a few: GB/s.
 * **dispatch** — ``relu`` and ``add`` of tiny tensors (:data:`DISPATCH_ELEMENTS`) whose inputs
   require grad, each call timed alone, the median of :data:`DISPATCH_CALLS` calls per op and
   size, then the median over them (µs per forward call); and ``torch.autograd.grad`` of the same
@@ -56,8 +56,8 @@ GEMM_SIZES = (256, 512, 1024)
 #: Elements of the streaming add (``measure_machine``'s: 32 Mi, 384 MiB moved per call).
 STREAM_ELEMENTS = 32 * 2**20
 #: Repetitions (best of) per GEMM size and of the streaming add: enough for one quiet moment
-#: on a shared machine; ≈ 0.5 s in all on the development VM (0.2 s of it allocating the
-#: streamed tensors).
+#: on a shared machine, within :data:`BUDGET_S` with torch's import (the time of each probe
+#: is in its ``seconds``; ``benchmarks/cpu_reference_probe.py --probe`` prints it).
 GEMM_REPS = {256: 20, 512: 10, 1024: 6}
 STREAM_REPS = 5
 #: Input sizes (elements) of the dispatch probe's ``relu`` / ``add`` calls.
@@ -65,7 +65,7 @@ DISPATCH_ELEMENTS = (64, 512, 4096)
 #: Calls timed per op and size (the operator benchmark's most: 25).
 DISPATCH_CALLS = 25
 #: Nodes of the operator benchmark that make the reference's dispatch: these ops, at most
-#: this many input elements (dispatch-dominated: 1–2 µs of ~2.4 µs is the call, not the work).
+#: this many input elements (dispatch-dominated: the call costs more than the work).
 DISPATCH_OPS = ("relu", "add")
 DISPATCH_MAX_ELEMENTS = 4096
 #: The wall-time budget of a probe (seconds, torch's import included), checked by the tests.
@@ -231,8 +231,7 @@ def run_probe(threads: int, *, gemm_sizes: Iterable[int] = GEMM_SIZES,
               stream_elements: int = STREAM_ELEMENTS, reps: int | None = None,
               dispatch_elements: Iterable[int] = DISPATCH_ELEMENTS,
               dispatch_calls: int = DISPATCH_CALLS) -> Probe:
-    """Probe this machine at ``threads`` torch threads (see the module docstring; ≈ 0.5 s of
-    measurement at the defaults plus torch's import). ``reps``: best of that many per GEMM size
+    """Probe this machine at ``threads`` torch threads (see the module docstring). ``reps``: best of that many per GEMM size
     and stream (default :data:`GEMM_REPS`, :data:`STREAM_REPS`); the keyword arguments shrink
     it (tests)."""
     t_start = time.perf_counter()
@@ -333,9 +332,25 @@ def write_cached(path: Path, key: dict[str, Any], probe: Probe) -> None:
                                             "probe": probe.to_dict()}, indent=1))
 
 
+def _load_now() -> float:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return float("nan")
+
+
+def _busy(load_1m: float) -> bool:
+    """A load average above the logical CPUs: a probe taken then reads the machine slower than
+    it is when quieter, so a cached one is replaced once the load falls below (never more than
+    one probe per quiet moment)."""
+    return math.isfinite(load_1m) and load_1m > (os.cpu_count() or 1)
+
+
 def probe_for(threads: int, *, runner: Callable[[int], Probe] | None = None) -> ProbeResult:
     """This machine's probe at ``threads`` threads: cached (this process, then the file of its
-    :func:`machine_key`) or measured now by ``runner`` (default :func:`run_probe`) and cached.
+    :func:`machine_key`) or measured now by ``runner`` (default :func:`run_probe`) and cached;
+    a cached probe taken on a busy machine (:func:`_busy`) is measured again when the machine
+    is no longer busy.
     A cache that cannot be written is not an error (the probe answers; it runs again next
     time)."""
     key = machine_key(threads)
@@ -346,6 +361,10 @@ def probe_for(threads: int, *, runner: Callable[[int], Probe] | None = None) -> 
         return ProbeResult(hit.probe, "cached" if hit.status == "cached" else "measured",
                            path, hit.why)
     probe, why = read_cached(path, key)
+    if probe is not None and _busy(probe.load_1m) and not _busy(_load_now()):
+        why = (f"cached probe {path.name} was taken under load {probe.load_1m:.1f} on "
+               f"{os.cpu_count()} CPUs; the machine is quieter now")
+        probe = None
     if probe is not None:
         res = ProbeResult(probe, "cached", path)
     else:

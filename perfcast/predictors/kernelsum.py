@@ -27,6 +27,17 @@ batch because none of its inputs moves with the batch.
 
 Devices: any device for which a :class:`~perfcast.profiler.micro.MachineProfile` is given
 (``machine``, see :class:`KernelSumPredictor`).
+
+**This machine.** The fitted terms are times on the machine the labels were measured on. A
+model fitted on the project's CPU dataset stores that machine's probe (:attr:`reference_probe_`,
+:func:`local_dataset_reference`: its machine profile and its operator benchmark's tiny ops);
+answering, it probes the machine it runs on (:func:`perfcast.devices.probe.probe_for`: once per
+machine, cached) and scales each term by the ratio of the two: compute-bound groups (dense
+convolution, GEMM, attention) by the GEMM ratio, the others and the optimizer by the bandwidth
+ratio, and each node's dispatch floor (its time up to the reference's tiny-op time) and the node
+counts by the dispatch ratio (:func:`_column_kinds`). The correction reads nothing the probe
+changes. Not scaled: a model ``perfcast calibrate`` fitted on this machine's own measurements
+(calibrate wins), ``probe="off"`` or ``PERFCAST_PROBE=off``. :meth:`answer_notes` says which.
 """
 
 from __future__ import annotations
@@ -232,7 +243,9 @@ class KernelSumPredictor(Predictor):
     correction), ``xgb_rounds``, ``xgb_depth``, ``ops`` (``None``: price kernels on the
     roofline, :data:`COLUMNS`; an operator-benchmark CSV of the machine or ``"local-dataset"``
     (``cpu/ops-t1.csv`` of the project's dataset): price every node with the
-    :class:`~perfcast.predictors.opmodel.OpModel` fitted on it, :data:`OP_COLUMNS`)."""
+    :class:`~perfcast.predictors.opmodel.OpModel` fitted on it, :data:`OP_COLUMNS`),
+    ``probe`` (``"auto"``: scale the answers to this machine by its probe when the model
+    carries a reference probe; ``"off"``)."""
 
     name: ClassVar[str] = "kernelsum"
     extrapolates: ClassVar[bool] = True  # physics: work at learned rates
