@@ -438,7 +438,11 @@ def _data_parallel(w, device, cl, notes, single, limit_w, eff, coll,
         req = getattr(getattr(p1, "route", None), "request", None)
         params = float(req.summary.params) if req is not None else 0.0
         opt = w.train_optimizer or "none"
-        g_b = 2.0 if w.precision in ("fp16", "bf16") else 4.0
+        # the single-GPU step's bytes a parameter (perfcast.memory.simulate): 16-bit weights
+        # and gradients at fp16 / bf16-pure (bf16-pure's optimizer state too); bf16 and fp8
+        # are autocast, their weights, gradients and state fp32 (fp8's copies stay whole)
+        half = w.precision in ("fp16", "bf16-pure")
+        g_b = 2.0 if half else 4.0
         bw = float(device.bandwidth_gbs) * 1e9 * eff.memory
         t_opt = params * STEP_BYTES.get(opt, 0.0) / bw * 1e3
         t_fb = max(p1.time_ms - t_opt, 0.0)
@@ -454,12 +458,13 @@ def _data_parallel(w, device, cl, notes, single, limit_w, eff, coll,
             z3 = 2 * n_mb * ag * (1 - overlap)
         mem = p1.memory_mb
         if mem is not None and lay.zero:
-            state = STATE_BYTES.get(opt, 0.0) + (4.0 if w.precision in ("fp16", "bf16") else 0)
+            state = STATE_BYTES.get(opt, 0.0) * (0.5 if w.precision == "bf16-pure" else 1.0) \
+                + (4.0 if w.precision == "fp16" else 0)
             saved = params * state
             if lay.zero >= 2:
                 saved += params * g_b
             if lay.zero >= 3:
-                saved += params * (2.0 if w.precision in ("fp16", "bf16") else 4.0)
+                saved += params * (2.0 if half else 4.0)
             mem = mem - saved * (1 - 1 / lay.data) / 2**20
         wait = 1 + eff.straggler_ddp * math.sqrt(2 * math.log(lay.data))
         cands.append({"time": n_mb * t_fb * wait + exposed + t_opt / shard + z3, "m": m,
