@@ -256,13 +256,15 @@ def _power_model_energy(ans: Answer, req: _Request) -> None:
     notes.append(f"energy_j: power {p:,.0f} W at a {limit:,.0f} W limit "
                  f"({'the default, TDP' if req.power_limit_w is None else 'given'}; "
                  f"{dev.key} accepts {rng.low:,.0f}-{rng.high:,.0f} W) from the power model "
-                 f"trained on the Zeus traces (4 GPUs, 6 training workloads; its error is in "
-                 f"reports/energy/), bounded between idle {idle:,.0f} W ({idle_src}) and "
-                 f"min(limit, TDP {tdp:,.0f} W); × time_ms")
+                 f"(idle + TDP × (static + c × h(compute util) + c_memory × h(memory util)) "
+                 f"of the step's work over time_ms; fitted on Zeus training and ML.ENERGY v2 "
+                 f"serving, its error in reports/energy/), bounded between idle {idle:,.0f} W "
+                 f"({idle_src}) and min(limit, TDP {tdp:,.0f} W); × time_ms")
+    notes.append(f"energy_j: {model.note(dev)}")
     if w.mode != "train" or w.precision != "fp32":
-        notes.append(f"energy_j: the Zeus traces are fp32 training runs; {w.mode} "
-                     f"{w.precision} power is extrapolated through the same utilisation "
-                     f"features")
+        notes.append(f"energy_j: the power model's steps are fp32 training (Zeus) and 16-bit "
+                     f"LLM serving phases (ML.ENERGY v2); {w.mode} {w.precision} power is "
+                     f"read through the same utilisations")
 
 
 def _gaps(req: _Request, pred, entry: dict, target: str) -> bool:
