@@ -65,8 +65,13 @@ def test_corrupt_onnx_one_line_error(tmp_path, capsys):
     assert "onnx" in err.lower() and len(err.splitlines()) == 1
 
 
-def test_console_script_exit_code():
-    r = run("inspect", "nosuchmodel_xyz")
+@pytest.mark.parametrize("args", [
+    ("inspect", "missing/model.onnx"),  # refused before torch or timm load: 0.3 s
+    # resolving the name loads torch and timm first (~4 s of CPU in a new process)
+    pytest.param(("inspect", "nosuchmodel_xyz"), marks=pytest.mark.slow),
+], ids=["missing-file", "unknown-timm-model"])
+def test_console_script_exit_code(args):
+    r = run(*args)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

@@ -87,6 +87,8 @@ def test_missing_packages_one_line(monkeypatch, fs):
     assert str(e.value) == minilm.MISSING and "\n" not in str(e.value)
 
 
+@pytest.mark.slow  # a training recipe: stage 1 + stage 2 pre-training in stage2_dir (gnnllm's
+# fit, save and numpy reload in the fast tier: test_text_representations)
 def test_stages_and_identical_reload(stage2_dir, fs, tmp_path):
     from perfcast.predictors import gnnllm as G
     from perfcast.predictors.base import Predictor
