@@ -332,9 +332,10 @@ def _time_bounds(ans: Answer, req: _Request) -> None:
                 ans.model_id = getattr(req, "_base_id", None)
         pre = getattr(req, "curve_pre", float("nan"))
         if math.isfinite(pre) and abs(v / pre - 1.0) > 0.02:
-            notes.append(f"time_ms: {pre:,.4g} ms → {v:,.4g} ms by the batch rule (time per "
-                         f"batch and throughput never fall as the batch grows: the closest "
-                         f"such curve over batches 1–65,536 in log time)")
+            why = ("a smaller batch's rate: a batch is never slower per sample than one it "
+                   "could run as chunks" if v < pre else
+                   "a smaller batch's time: time per batch never falls as the batch grows")
+            notes.append(f"time_ms: {pre:,.4g} ms → {v:,.4g} ms by the batch rule ({why})")
             ans.bounds.append(TIME_MONOTONE)
     floor = req.time_floor()
     if floor is not None and floor > v and math.isfinite(floor):
