@@ -94,11 +94,18 @@ def _print_single(p, coverage: float) -> None:
     out.print(t)
     for target, prov in p.trained_on.items():
         if isinstance(prov, dict) and prov.get("records"):
-            src = ", ".join(prov.get("source", [])[:3])
-            n = prov["records"] + prov.get("early_stopping_records", 0)
-            out.print(f"[dim]{target}: trained on {n:,} records "
-                      f"({prov.get('families', '?')} families){': ' + src if src else ''}[/dim]",
-                      highlight=False)
+            recs = prov["records"]
+            by = recs if isinstance(recs, dict) else {}  # records per source (the power model)
+            n = sum(int(v) for v in by.values() if isinstance(v, (int, float))) if by else \
+                int(recs) + int(prov.get("early_stopping_records", 0) or 0)
+            src = prov.get("source", [])
+            src = ", ".join(src[:3] if isinstance(src, list) else [str(src)]) if src else \
+                ", ".join(f"{k} {v:,}" for k, v in by.items() if isinstance(v, (int, float)))
+            fams = prov.get("families")
+            fams = len(fams) if isinstance(fams, (dict, list)) else fams
+            fam = f" ({fams} families)" if fams else ""
+            out.print(f"[dim]{target}: trained on {n:,} records{fam}{': ' + src if src else ''}"
+                      f"[/dim]", highlight=False)
     for n in p.notes:  # every note, repeats included (as always)
         out.print(f"[yellow]note:[/yellow] {n}", highlight=False)
     _ood_warning(p)
