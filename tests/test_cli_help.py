@@ -86,7 +86,8 @@ def _allowed() -> dict[str, tuple]:
     providers = table.providers if table is not None else None
     P.list_predictors()  # the built-in kinds (a test may register a toy one beside them)
     kinds = tuple(sorted(name for name, cls in P._REGISTRY.items()
-                         if cls.__module__ in P._BUILTIN_MODULES))
+                         if any(cls.__module__ == m or cls.__module__.startswith(m + ".")
+                                for m in P._BUILTIN_MODULES)))  # a module or its package
     return {"--optimizer": OPTIMIZERS, "--engine": ENGINES, "--recompute": RECOMPUTE,
             "--schedule": SCHEDULES, "--tf32": TF32_MODES, "--risk": RISKS,
             "--objective": OBJECTIVES, "--transfer": TRANSFER_RECIPES, "--method": METHODS,
