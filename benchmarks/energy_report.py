@@ -46,8 +46,9 @@ def mape(pred, true) -> float:
 def evaluate(frame: pd.DataFrame, split: str, serving: pd.DataFrame | None = None
              ) -> tuple[pd.DataFrame, None]:
     """Held-out predictions of every row under ``split`` (``gpu`` or ``workload``), the model
-    fitted on the training split's Zeus rows and every ``serving`` row (ML.ENERGY v2: none of
-    its GPUs or workloads is a Zeus one, so none is held out with them)."""
+    fitted on the training split's Zeus rows (its graph-step kind, which answers these rows)
+    and every ``serving`` row (its serving kind: none of ML.ENERGY's GPUs or workloads is a Zeus
+    one, and it does not answer a graph step)."""
     from perfcast.training.power import fit_power_model, predict_frame
 
     out = []
@@ -238,12 +239,12 @@ from the GPU's roofline), which a graph-based time predictor does not see.
     doc = f"""# Energy: the power model on the Zeus traces
 
 Regenerate: `{COMMAND}` (under a minute; the workloads' graphs come from the graph cache or are
-built once). The model is the one power model of `perfcast.energy` (`P₀ = idle + TDP·(static +
-c·h(compute util) + c_memory·h(memory util))`, section above); each split refits it on its
-training Zeus rows **and** every ML.ENERGY v2 serving row (no Zeus GPU or workload is among
-them), as `perfcast train --recipe power --out perfcast/shipped` fits the shipped one
-(`perfcast/shipped/power_model.json`) on every row. A held-out GPU's family is unseen: it
-answers with the pooled coefficients.
+built once). The model is the one power model of `perfcast.energy`; a graph step (these
+rows) is answered by its graph-step fit (`P₀ = idle + (TDP − idle)·σ(θ·x)`, `x` the step's
+log utilisations of its work over the time, intensity and batch — section above), which each
+split refits on its training Zeus rows only, as `perfcast train --recipe power --out
+perfcast/shipped` fits the shipped one (`perfcast/shipped/power_model.json`) on every row. A
+held-out GPU's family is unseen: it answers with the pooled fit.
 
 Data: the Zeus NSDI'23 traces (`../shared/data/zeus-power/`, {len(frame):,} rows,
 {frame['config'].nunique()} configurations = GPU × workload × batch × optimizer, each over
@@ -299,8 +300,9 @@ Per case: `decisions_leave_one_gpu_out.csv`, `decisions_leave_one_workload_out.c
   ({'met' if dg['within_5pct'] >= 0.8 else 'not met'}; keeping the maximum limit:
   {dg['max_limit_within_5pct']:.0%}).
 
-How this was reached, honestly (issue #15, the activity model this power model replaced in
-issue #42; the limit response and the slowdown below are still its): the features and the
+How this was reached, honestly (issue #15's activity model, which answers graph steps again
+since the fits by kind of work of issue #42 — reports/energy/power_model_kinds.md; the limit
+response and the slowdown below are still its): the features and the
 activity model were fixed before the first run of this report and not changed after it. The slowdown's form was changed once, after that
 first run: ``((P₀ − s·idle)/(P − s·idle))^γ`` over-predicted the slowdown of a limit just below
 the unconstrained power (×1.09 where the traces show ×1.03), so the model never chose a lower

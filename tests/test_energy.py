@@ -20,7 +20,10 @@ from perfcast.shipped import artefact_path, load_shipped
 
 
 def _model(**kw) -> E.PowerModel:
+    n = len(E.FEATURES)
     base = dict(families={}, pooled=[0.5, 0.4, 0.4, 0.0], u0=0.1,
+                step_coef=[0.0, 2.2] + [0.0] * (n - 1), step_mean=[0.0] * n,
+                step_scale=[1.0] * n, step_families={},
                 k=6.0, c=0.95, gamma=1.2, beta=2.0, trained_on={})
     base.update(kw)
     return E.PowerModel(**base)
@@ -35,7 +38,8 @@ def test_power_within_idle_and_min_of_limit_and_tdp(key):
     idle, tdp, _ = E.power_bounds(dev)
     rng = np.random.default_rng(0)
     for _ in range(200):
-        feats = [rng.uniform(0, 1), rng.uniform(0, 1), float(rng.integers(0, 2))]
+        feats = [rng.uniform(-4, 0.6), rng.uniform(-4, 0.6), rng.uniform(-4, 0.6),
+                 rng.uniform(-3, 3), rng.uniform(0, 10), float(rng.integers(0, 2))]
         lim = rng.uniform(r.low, r.high)
         p, slow, p0 = m.step(feats, dev, lim)
         assert idle <= p0 <= tdp
@@ -48,7 +52,7 @@ def test_monotone_in_the_limit():
     nothing."""
     dev = get_device("a40")
     m = load_shipped("power-model")
-    feats = [0.6, 0.5, 0.0]  # a busy step
+    feats = [-0.2, -0.3, -2.0, 0.0, 6.0, 0.0]  # a busy step: log10 utilisations 0.6, 0.5
     p0 = m.unconstrained_power(feats, dev)
     rows = E.sweep(m, feats, dev, 0.2, eta=0.5, limits=list(np.arange(100, 301, 5.0)))
     powers = [r["power_w"] for r in rows]
@@ -100,7 +104,7 @@ def test_decision_on_a_toy_table():
     the cost is Zeus's."""
     dev = get_device("a40")
     m = _model()
-    feats = [1.0, 0.0, 0.0]  # 0.9 of TDP above idle: ≈ 300 W at 300 W
+    feats = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # activity σ(2.2) = 0.9: ≈ 280 W at 300 W
     rows = E.sweep(m, feats, dev, 1.0, eta=1.0)
     assert [r["limit_w"] for r in rows] == E.candidate_limits(dev) == \
         [100.0, 125.0, 150.0, 175.0, 200.0, 225.0, 250.0, 275.0, 300.0]

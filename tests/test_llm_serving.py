@@ -192,7 +192,8 @@ def test_phase_power_by_hand(tmp_path):
 
     assert PhasePower is PowerModel
     assert artefact_path("llm-phase-power") == artefact_path("power-model")
-    pp = PowerModel(families={}, pooled=[0.1, 0.9, 0.3, 0.2], u0=0.1, k=6.0, c=0.9,
+    pp = PowerModel(families={}, pooled=[0.1, 0.9, 0.3, 0.2], u0=0.1, step_coef=[0.0],
+                    step_mean=[], step_scale=[], step_families={}, k=6.0, c=0.9,
                     gamma=1.0, beta=2.0, trained_on={})
     dev = get_device("a100-80gb")  # 400 W, idle 10 % assumed
     assert pp.power(dev, 1.0, 1.0) == pytest.approx(40 + 400 * (0.1 + 0.3 + 0.2))

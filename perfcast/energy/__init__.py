@@ -11,23 +11,32 @@ its limit response (:meth:`PowerModel.at_limit`, :meth:`PowerModel.slowdown`) an
 **One power model for every kind of work** (:class:`PowerModel`, shipped as
 ``perfcast/shipped/power_model.json``, loaded by ``perfcast.shipped.load_shipped("power-model")``
 — the ``llm-phase-power`` id reads the same file; built by ``perfcast train --recipe power --out
-perfcast/shipped`` from the Zeus training traces and ML.ENERGY v2's vLLM serving runs per phase,
-judged in ``reports/energy/`` and ``reports/llm/serving.md``). The board power of a step or a
-phase at the default limit is what the GPU *does*::
+perfcast/shipped``, judged in ``reports/energy/`` and ``reports/llm/serving.md``). One class,
+one bound, one limit response, one energy = power × devices × time; its coefficients depend on
+the **kind of work** as well as on the architecture family, each kind fitted on the power
+measurements of that kind only:
 
-    P₀ = idle + TDP · (static + c · h(compute util) + c_memory · h(memory util))
+* **a step of a model graph** (training or inference: ``perfcast predict``, ``cost``, ``rank``,
+  ``plan``, ``power-limit``; :meth:`PowerModel.unconstrained_power`, :meth:`PowerModel.step`)
+  — the *activity* (the fraction of ``TDP − idle`` drawn above idle) is a logistic function of
+  the step's :data:`FEATURES` (:func:`step_features`: log10 of the achieved fractions of the
+  peak FLOP/s, of the DRAM bandwidth and of the time spent launching kernels, clipped to
+  [1e-4, 4]; the step's arithmetic intensity over the device's ridge point; log2 of the batch;
+  half precision), fitted on the Zeus training traces; each family's intercept shrunk towards
+  the pooled one. A logistic of *log* utilisations responds to a predicted time that is off by
+  a factor gently (a power of the factor), where a saturating ``h(u)`` of the linear
+  utilisation drives a step predicted too short to TDP — reports/energy/power_model_kinds.md;
+* **a phase of an LLM served by an engine** (prefill, decode: :meth:`PowerModel.power`) —
+  ``P₀ = idle + TDP · (static + c · h(compute util) + c_memory · h(memory util))``, *compute
+  util* = FLOPs ÷ (time × the 16-bit tensor peak), *memory util* = DRAM bytes ÷ (time ×
+  bandwidth), both clipped to [0, 1], ``h(u) = ln(1 + u/u₀) / ln(1 + 1/u₀)`` (``h(0) = 0``,
+  ``h(1) = 1``), ``static``, ``c`` (``c_tensor``) and ``c_memory`` fractions of TDP, fitted on
+  ML.ENERGY v2's vLLM serving runs per phase; each family's coefficients shrunk towards the
+  pooled fit.
 
-clipped to ``[idle, TDP]``, with *compute util* = FLOPs ÷ (time × the peak FLOP/s of the
-precision), *memory util* = DRAM bytes ÷ (time × bandwidth), both clipped to [0, 1] — the work
-from perfcast's graph or the LLM's phase, the time the **predicted** one (never a label at
-answer time), ``c`` = ``c_tensor`` at a tensor-core precision (AMP, FP16, BF16 …) else
-``c_compute`` — and ``h(u) = ln(1 + u/u₀) / ln(1 + 1/u₀)`` (``h(0) = 0``, ``h(1) = 1``: a GPU's
-power rises fastest with its first activity, clocks and SMs waking, then saturates; ``u₀`` is
-fitted). ``static`` (the board's draw above idle under any load), ``c_compute``, ``c_tensor``
-and ``c_memory`` are fractions of TDP, so a GPU given only by its spec sheet gets watts of its own
-size; each architecture family (chip, e.g. ``Ampere (GA100)``) that has measurements has its
-own three, shrunk towards the pooled fit; an unseen family takes the pooled three
-(:meth:`PowerModel.coefficients`, said in :meth:`PowerModel.note`).
+Either kind's time is the **predicted** one at answer time (never a label). An unseen family
+takes the pooled coefficients (:meth:`PowerModel.coefficients`, said in :meth:`PowerModel.note`
+with the fit that answered).
 
 Physics of a power limit ``L`` (learned from the Zeus traces): a board that draws ``P₀`` at its
 default limit (TDP) draws ``P(L) = P₀·σ(L)/σ(TDP)``, ``σ(L) = (1 + (c·L/P₀)⁻ᵏ)^(-1/k)`` — a soft
@@ -51,13 +60,20 @@ from perfcast.errors import PerfcastError
 IDLE_FRACTION_OF_TDP = 0.10
 #: The power model's file name (JSON: coefficients, no pickle).
 MODEL_FILE = "power_model.json"
-#: Names of :func:`step_features`, in order (achieved fractions of the peaks, in [0, 1]).
-FEATURES = ("compute_util", "memory_util", "tensor_precision")
+#: Per-kernel launch overhead (s) the launch-bound feature counts (the roofline's GPU value).
+LAUNCH_S = 5e-6
+#: Names of :func:`step_features` (a graph step's activity model), in order.
+FEATURES = ("log_compute_util", "log_memory_util", "log_launch_util", "log_intensity_ridge",
+            "log_batch", "half_precision")
 #: Precisions whose GEMMs run on tensor cores (their compute coefficient is ``c_tensor``).
 TENSOR_PRECISIONS = ("amp", "fp16", "bf16", "fp8", "int8")
 #: The power model's file format.
-FORMAT = "perfcast-power-model/3"
-#: The coefficients of one family, in order (fractions of TDP).
+FORMAT = "perfcast-power-model/4"
+#: The kinds of work whose coefficients are kept apart, and what each answers.
+KINDS = {"step": "a training or inference step of a model graph (fitted on Zeus training "
+                 "steps)",
+         "serving": "an LLM prefill or decode phase (fitted on ML.ENERGY v2 vLLM serving)"}
+#: The serving coefficients of one family, in order (fractions of TDP).
 COEFFICIENTS = ("static", "c_compute", "c_tensor", "c_memory")
 
 
@@ -202,14 +218,26 @@ def utilisations(flops: float, moved: float, seconds: float, device, precision: 
 
 def step_features(flops: float, moved: float, kernels: float, time_s: float, device,
                   precision: str, batch: int) -> list[float]:
-    """The :data:`FEATURES` of one step taking ``time_s`` (the predicted time) on ``device``:
-    the achieved fractions of the peak FLOP/s at the precision and of the DRAM bandwidth
-    (:func:`utilisations`). ``kernels`` and ``batch`` are accepted for the callers' one
-    signature; the power model reads only what the GPU does per second — and whether the
-    precision runs on tensor cores (a tensor-core FLOP costs less energy than a CUDA-core
-    one, and its peak is several times higher)."""
-    return [*utilisations(flops, moved, time_s, device, precision),
-            float(precision in TENSOR_PRECISIONS)]
+    """The :data:`FEATURES` of one graph step taking ``time_s`` (the predicted time) on
+    ``device``: achieved fractions of the peak FLOP/s at the precision, of the DRAM bandwidth
+    and of the time spent launching kernels (log10, clipped to [1e-4, 4]), the step's
+    arithmetic intensity over the device's ridge point (log10), log2 of the batch and whether
+    the precision is a half one. A peak the spec leaves out is the derived one
+    (:func:`perfcast.devices.derive.complete`; the time answer's notes say so)."""
+    from perfcast.devices.derive import complete
+
+    device = complete(device)[0]
+    peak = peak_flops(device, precision)
+    bw = float(device.bandwidth_gbs) * 1e9
+    t = max(float(time_s), 1e-12)
+
+    def lg(x: float) -> float:
+        return math.log10(min(max(x, 1e-4), 4.0))
+
+    ai = (flops / max(moved, 1.0)) / (peak / bw)
+    return [lg(flops / (t * peak)), lg(moved / (t * bw)), lg(kernels * LAUNCH_S / t),
+            math.log10(max(ai, 1e-6)), math.log2(max(int(batch), 1)),
+            float(precision in ("amp", "fp16", "bf16"))]
 
 
 def family_of(device) -> str:
@@ -223,23 +251,35 @@ def family_of(device) -> str:
 # --------------------------------------------------------------------------- the model
 @dataclass
 class PowerModel:
-    """The learned parts (module docstring): ``families`` — per architecture family the
-    :data:`COEFFICIENTS` (``static``, ``c_compute`` — CUDA-core precisions —, ``c_tensor`` —
-    tensor-core precisions —, ``c_memory``: fractions of TDP) —,
-    ``pooled`` (the same three fitted on every family: an unseen family's), ``u0`` (the
-    saturation of the utilisation response), the limit response ``k``, ``c``, the slowdown
-    ``gamma``, ``beta`` and ``trained_on`` (provenance: sources, devices per family, command)."""
+    """The learned parts (module docstring), by kind of work (:data:`KINDS`):
+
+    * ``step`` (a graph step): ``step_coef`` (the logistic activity model over
+      :data:`FEATURES`, standardised by ``step_mean`` / ``step_scale``; ``step_coef[0]`` the
+      pooled intercept) and ``step_families`` (per architecture family the shift of the
+      intercept, shrunk towards 0; an unseen family: 0, the pooled fit);
+    * ``serving`` (an LLM phase): ``families`` — per architecture family the
+      :data:`COEFFICIENTS` (``static``, ``c_compute`` — CUDA-core precisions, no serving row
+      runs at one: equal to ``c_tensor`` —, ``c_tensor``, ``c_memory``: fractions of TDP) —,
+      ``pooled`` (the same fitted on every family: an unseen family's) and ``u0`` (the
+      saturation of the utilisation response);
+
+    and for both the limit response ``k``, ``c``, the slowdown ``gamma``, ``beta`` and
+    ``trained_on`` (provenance: sources per kind, devices per family, command)."""
 
     families: dict[str, list[float]]
     pooled: list[float]
     u0: float
+    step_coef: list[float]
+    step_mean: list[float]
+    step_scale: list[float]
+    step_families: dict[str, float]
     k: float
     c: float
     gamma: float
     beta: float
     trained_on: dict[str, Any]
 
-    # -- the response ------------------------------------------------------------------
+    # -- serving phases ------------------------------------------------------------------
     def response(self, u) -> Any:
         """``h(u) = ln(1 + u/u₀) / ln(1 + 1/u₀)`` of utilisations ``u`` (clipped to [0, 1])."""
         import numpy as np
@@ -248,21 +288,31 @@ class PowerModel:
         return np.log1p(u / self.u0) / math.log1p(1.0 / self.u0)
 
     def coefficients(self, device) -> tuple[list[float], str, bool]:
-        """``(static, c_compute, c_tensor, c_memory)`` of ``device``'s family, the family, and whether
-        it was measured (``False``: the pooled fit)."""
+        """The serving kind's ``(static, c_compute, c_tensor, c_memory)`` of ``device``'s
+        family, the family, and whether it was measured (``False``: the pooled fit)."""
         fam = family_of(device)
         if fam in self.families:
             return list(self.families[fam]), fam, True
         return list(self.pooled), fam, False
 
-    def note(self, device) -> str:
-        """One line: where ``device``'s coefficients come from."""
+    def note(self, device, kind: str = "serving") -> str:
+        """One line: which fit answered ``kind`` (:data:`KINDS`) on ``device`` and where its
+        coefficients come from."""
+        fam = family_of(device)
+        src = self.trained_on.get("kinds", {}).get(kind, KINDS.get(kind, kind))
+        if kind == "step":
+            seen = fam in self.step_families
+            where = (f"its family {fam}'s intercept (shrunk to the pooled fit)" if seen else
+                     f"its family {fam} has no training-step power measurement: the pooled fit "
+                     f"of {', '.join(sorted(self.step_families))}")
+            return (f"power of a graph step: the activity model (logistic in log utilisations, "
+                    f"intensity, batch) fitted on {src}; {where}")
         (s, cc, ct, cm), fam, seen = self.coefficients(device)
         where = (f"fitted on its family {fam}" if seen else
-                 f"its family {fam} has no power measurement: the pooled fit of "
+                 f"its family {fam} has no serving power measurement: the pooled fit of "
                  f"{', '.join(sorted(self.families))}")
-        return (f"power coefficients (fractions of TDP: static {s:.2f}, compute {cc:.2f}, "
-                f"tensor compute {ct:.2f}, memory {cm:.2f}) {where}")
+        return (f"power of a serving phase fitted on {src}: coefficients (fractions of TDP: "
+                f"static {s:.2f}, tensor compute {ct:.2f}, memory {cm:.2f}) {where}")
 
     def fraction(self, device, comp_util, mem_util, tensor=True) -> Any:
         """``static + c·h(compute util) + c_memory·h(memory util)`` (arrays), ``c`` =
@@ -275,10 +325,10 @@ class PowerModel:
 
     def power(self, device, mem_util: float, comp_util: float,
               limit_w: float | None = None, tensor: bool = True) -> float:
-        """Average board power (W) of one device in a phase or step with these utilisations:
-        ``idle + TDP · fraction`` within ``[idle, TDP]``, then under the limit ``limit_w``
-        (default: none, the default limit) by :meth:`at_limit`. ``tensor``: the compute runs
-        on tensor cores (an LLM's 16-bit phases: the default)."""
+        """Average board power (W) of one device in an LLM serving phase with these
+        utilisations: ``idle + TDP · fraction`` within ``[idle, TDP]``, then under the limit
+        ``limit_w`` (default: none, the default limit) by :meth:`at_limit`. ``tensor``: the
+        compute runs on tensor cores (an LLM's 16-bit phases: the default)."""
         idle, tdp, _ = power_bounds(device)
         if tdp is None:
             raise PerfcastError(f"{device.key} has no TDP in its spec: no power prediction "
@@ -287,10 +337,28 @@ class PowerModel:
                                                                     mem_util, tensor)))
         return p0 if limit_w is None else self.at_limit(p0, limit_w, device)
 
+    # -- graph steps ---------------------------------------------------------------------
+    def activity(self, feats, device=None) -> Any:
+        """Fraction of ``TDP − idle`` drawn above idle at the default limit (0..1), per row of
+        ``feats`` (rows of :data:`FEATURES`) of a graph step on ``device`` (its family's
+        intercept; ``None``: the pooled one)."""
+        import numpy as np
+
+        X = (np.atleast_2d(np.asarray(feats, dtype=np.float64)) - self.step_mean) \
+            / self.step_scale
+        shift = self.step_families.get(family_of(device), 0.0) if device is not None else 0.0
+        z = self.step_coef[0] + shift + X @ np.asarray(self.step_coef[1:])
+        return 1.0 / (1.0 + np.exp(-z))
+
     def unconstrained_power(self, feats, device) -> float:
-        """Average board power (W) at the default limit of a step of :data:`FEATURES`."""
-        cu, mu, tensor = (float(x) for x in feats[:3])
-        return self.power(device, mu, cu, tensor=bool(tensor))
+        """Average board power (W) at the default limit of a graph step of :data:`FEATURES`:
+        ``idle + activity × (TDP − idle)``."""
+        idle, tdp, _ = power_bounds(device)
+        if tdp is None:
+            raise PerfcastError(f"{device.key} has no TDP in its spec: no power prediction "
+                                f"(add tdp_w to a device spec)")
+        return bounded_power(device, idle + float(self.activity(feats, device)[0])
+                             * (tdp - idle))
 
     def at_limit(self, p0: float, limit_w: float, device, default_w: float | None = None
                  ) -> float:
@@ -320,11 +388,18 @@ class PowerModel:
 
     # -- file --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "features": list(FEATURES),
-                "coefficients": list(COEFFICIENTS),
-                "families": {f: [float(x) for x in v] for f, v in sorted(self.families.items())},
-                "pooled": [float(x) for x in self.pooled], "u0": self.u0, "k": self.k,
-                "c": self.c, "gamma": self.gamma, "beta": self.beta,
+        return {"format": FORMAT, "kinds": dict(KINDS),
+                "step": {"features": list(FEATURES),
+                         "coef": [float(x) for x in self.step_coef],
+                         "mean": [float(x) for x in self.step_mean],
+                         "scale": [float(x) for x in self.step_scale],
+                         "families": {f: float(v) for f, v in
+                                      sorted(self.step_families.items())}},
+                "serving": {"coefficients": list(COEFFICIENTS),
+                            "families": {f: [float(x) for x in v]
+                                         for f, v in sorted(self.families.items())},
+                            "pooled": [float(x) for x in self.pooled], "u0": self.u0},
+                "k": self.k, "c": self.c, "gamma": self.gamma, "beta": self.beta,
                 "trained_on": self.trained_on}
 
     def save(self, path: str | Path) -> Path:
@@ -340,13 +415,20 @@ class PowerModel:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PowerModel:
-        if d.get("format") != FORMAT or list(d.get("features", [])) != list(FEATURES):
-            raise PerfcastError(f"not a perfcast power model (format {FORMAT} with features "
-                                f"{', '.join(FEATURES)}; rebuild: perfcast train --recipe power)")
-        return cls(families={str(f): [float(x) for x in v] for f, v in d["families"].items()},
-                   pooled=[float(x) for x in d["pooled"]], u0=float(d["u0"]), k=float(d["k"]),
-                   c=float(d["c"]), gamma=float(d["gamma"]), beta=float(d["beta"]),
-                   trained_on=d.get("trained_on", {}))
+        if d.get("format") != FORMAT or list(d.get("step", {}).get("features", [])) \
+                != list(FEATURES):
+            raise PerfcastError(f"not a perfcast power model (format {FORMAT} with step "
+                                f"features {', '.join(FEATURES)}; rebuild: perfcast train "
+                                f"--recipe power)")
+        st, sv = d["step"], d["serving"]
+        return cls(families={str(f): [float(x) for x in v] for f, v in sv["families"].items()},
+                   pooled=[float(x) for x in sv["pooled"]], u0=float(sv["u0"]),
+                   step_coef=[float(x) for x in st["coef"]],
+                   step_mean=[float(x) for x in st["mean"]],
+                   step_scale=[float(x) for x in st["scale"]],
+                   step_families={str(f): float(v) for f, v in st["families"].items()},
+                   k=float(d["k"]), c=float(d["c"]), gamma=float(d["gamma"]),
+                   beta=float(d["beta"]), trained_on=d.get("trained_on", {}))
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
@@ -403,7 +485,8 @@ def _soft(x: float, k: float) -> float:
     return (1.0 + max(x, 1e-9) ** -k) ** (-1.0 / k)
 
 
-__all__ = ["COEFFICIENTS", "FEATURES", "FORMAT", "IDLE_FRACTION_OF_TDP", "LIMIT_STEP_W",
+__all__ = ["COEFFICIENTS", "FEATURES", "FORMAT", "IDLE_FRACTION_OF_TDP", "KINDS", "LAUNCH_S",
+           "LIMIT_STEP_W",
            "LimitRange", "MODEL_FILE", "PowerModel", "bounded_power", "candidate_limits",
            "check_power_limit", "energy_j", "family_of", "limit_range", "peak_flops",
            "power_bounds", "step_features", "step_work", "sweep", "utilisations", "zeus_cost",

@@ -294,7 +294,7 @@ def _power(est_flops: float, est_bytes: float, kernels: float, time_ms: float, d
     p, _, _ = pm.step(feats, device, limit)
     return p, (f"energy_j: power {p:,.0f} W per GPU from the power model (perfcast.energy, the "
                f"one energy code path) on the iteration's per-GPU work, × GPUs × time; "
-               f"{pm.note(device)}")
+               f"{pm.note(device, 'step')}")
 
 
 def _finish(out: ParallelPrediction, device) -> ParallelPrediction:

@@ -255,16 +255,16 @@ def _power_model_energy(ans: Answer, req: _Request) -> None:
     req.power_w = p
     notes.append(f"energy_j: power {p:,.0f} W at a {limit:,.0f} W limit "
                  f"({'the default, TDP' if req.power_limit_w is None else 'given'}; "
-                 f"{dev.key} accepts {rng.low:,.0f}-{rng.high:,.0f} W) from the power model "
-                 f"(idle + TDP × (static + c × h(compute util) + c_memory × h(memory util)) "
-                 f"of the step's work over time_ms; fitted on Zeus training and ML.ENERGY v2 "
-                 f"serving, its error in reports/energy/), bounded between idle {idle:,.0f} W "
+                 f"{dev.key} accepts {rng.low:,.0f}-{rng.high:,.0f} W) from the power model's "
+                 f"graph-step fit (idle + activity × (TDP − idle), the activity logistic in "
+                 f"the step's log utilisations of its work over time_ms, intensity and batch; "
+                 f"its error in reports/energy/), bounded between idle {idle:,.0f} W "
                  f"({idle_src}) and min(limit, TDP {tdp:,.0f} W); × time_ms")
-    notes.append(f"energy_j: {model.note(dev)}")
+    notes.append(f"energy_j: {model.note(dev, 'step')}")
     if w.mode != "train" or w.precision != "fp32":
-        notes.append(f"energy_j: the power model's steps are fp32 training (Zeus) and 16-bit "
-                     f"LLM serving phases (ML.ENERGY v2); {w.mode} {w.precision} power is "
-                     f"read through the same utilisations")
+        notes.append(f"energy_j: the graph-step fit's rows are fp32 training steps (Zeus); "
+                     f"{w.mode} {w.precision} power is read through the same features (the "
+                     f"utilisations against the {w.precision} peak)")
 
 
 def _gaps(req: _Request, pred, entry: dict, target: str) -> bool:

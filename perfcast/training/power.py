@@ -16,15 +16,24 @@ Fixed and deterministic: the same data give the same file.
   work, the decode step's work at the running batch, the measured token time; the workloads'
   unpublished prompt lengths fitted on the token times).
 
-Fitted in turn, each by least squares (:func:`fit_power_model`):
+Each kind of work (:data:`perfcast.energy.KINDS`) has its coefficients fitted on its own
+measurements only, each by least squares (:func:`fit_power_model`):
 
-1. ``u₀`` and the **pooled** ``static, c_compute, c_tensor, c_memory`` (Zeus trained in
-   FP32 on CUDA cores: ``c_compute``; vLLM's 16-bit GEMMs run on tensor cores: ``c_tensor``) on the log of every row's power,
-   each source weighing the same;
-2. per architecture family the same three, shrunk towards the pooled ones (penalty
-   :data:`SHRINK`, fixed before any evaluation);
+1. **graph steps** on the Zeus rows at the default limit (:func:`fit_step`): the logistic
+   activity ``(P₀ − idle) / (TDP − idle)`` over :data:`~perfcast.energy.FEATURES` at the
+   measured ``T₀`` (relative error of the power, L2 penalty :data:`RIDGE`), then per
+   architecture family a shift of the intercept shrunk towards 0 (penalty :data:`SHRINK`);
+2. **serving phases** on the ML.ENERGY v2 rows (:func:`fit_coefficients`): ``u₀`` and the
+   pooled ``static, c_tensor, c_memory`` on the log of every row's power, then per family the
+   same, shrunk towards the pooled ones (:data:`SHRINK`); no serving row runs on CUDA cores,
+   so ``c_compute`` is set to ``c_tensor``;
 3. the **limit response** ``k``, ``c`` on every Zeus row: ``P(L) / P₀`` from ``L / P₀``
    (measured ``P₀``), and the **slowdown** ``γ``, ``β``: ``log T(L)/T₀ = γ·(ln(P₀ / P(L)))^β``.
+
+Both kinds in one fit (the serving form on Zeus and ML.ENERGY together, as issue 42's first
+model did) is still :func:`fit_coefficients` ``(zeus, serving)``; it is not shipped: held out,
+it predicted a training GPU's power worse, and far worse with a predicted step time
+(``benchmarks/power_model_kinds.py``, reports/energy/power_model_kinds.md).
 
 ``benchmarks/energy_report.py`` evaluates it leave-one-GPU-out, leave-one-workload-out and
 leave-one-source-out.
@@ -66,11 +75,13 @@ def _costs(frame: pd.DataFrame, use_cache: bool = True) -> dict[str, Any]:
 def zeus_frame(data_dir=None, use_cache: bool = True) -> pd.DataFrame:
     """:func:`~perfcast.datasets.zeus.load_zeus` + per row: ``config`` (the row without its
     limit), ``p0_w`` / ``t0_ms`` (power and step time at the configuration's highest limit),
-    ``tdp_w``, ``idle_w``, the step's ``flops`` / ``bytes`` / ``kernels`` and the
-    :data:`~perfcast.energy.FEATURES` at ``t0_ms``."""
+    ``tdp_w``, ``idle_w``, the step's ``flops`` / ``bytes`` / ``kernels``, the
+    :data:`~perfcast.energy.FEATURES` at ``t0_ms`` and the linear ``compute_util`` /
+    ``memory_util`` at ``t0_ms`` (the serving form's, for :func:`fit_coefficients` on Zeus)."""
     from perfcast.datasets.zeus import load_zeus
     from perfcast.devices import get_device
-    from perfcast.energy import FEATURES, power_bounds, step_features, step_work
+    from perfcast.energy import (FEATURES, power_bounds, step_features, step_work,
+                                 utilisations)
 
     df = load_zeus(data_dir)
     costs = _costs(df, use_cache)
@@ -85,9 +96,11 @@ def zeus_frame(data_dir=None, use_cache: bool = True) -> pd.DataFrame:
         fl, by, kn = step_work(costs[r.model], int(r.batch_size), "train", ZEUS_PRECISION,
                                _optimizer(r.optimizer))
         feats = step_features(fl, by, kn, r.t0_ms / 1e3, dev, ZEUS_PRECISION, int(r.batch_size))
-        rows.append([tdp, idle, fl, by, kn, *feats])
+        cu, mu = utilisations(fl, by, r.t0_ms / 1e3, dev, ZEUS_PRECISION)
+        rows.append([tdp, idle, fl, by, kn, *feats, cu, mu, 0.0])
     extra = pd.DataFrame(rows, columns=["tdp_w", "idle_w", "flops", "bytes", "kernels",
-                                        *FEATURES], index=df.index)
+                                        *FEATURES, "compute_util", "memory_util",
+                                        "tensor_precision"], index=df.index)
     return pd.concat([df, extra], axis=1)
 
 
@@ -210,6 +223,10 @@ def fit_coefficients(zeus: pd.DataFrame | None, serving: pd.DataFrame | None
 
         th = least_squares(res_f, pooled, bounds=COEF_BOUNDS).x
         families[f] = [float(x) for x in th]
+    if top is None:  # no CUDA-core row: c_compute is not measured, the tensor one answers
+        pooled[1] = pooled[2]
+        for th in families.values():
+            th[1] = th[2]
     return u0, pooled, families
 
 
@@ -243,23 +260,83 @@ def fit_limit_response(frame: pd.DataFrame) -> tuple[float, float, float, float]
     return float(k), float(c), float(g), float(b)
 
 
+def _top(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["power_limit_w"] == frame.groupby("config")["power_limit_w"]
+                 .transform("max")]
+
+
+def fit_step(frame: pd.DataFrame) -> tuple[list[float], list[float], list[float],
+                                           dict[str, float]]:
+    """``(coef, mean, scale, {family: intercept shift})`` of the graph steps' activity model
+    on Zeus rows ``frame`` (:func:`zeus_frame`) at their default limit."""
+    from scipy.optimize import least_squares
+
+    from perfcast.devices import get_device
+    from perfcast.energy import FEATURES, family_of
+
+    top = _top(frame)
+    X = top[list(FEATURES)].to_numpy(np.float64)
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale[scale == 0] = 1.0
+    Z = (X - mean) / scale
+    idle, p0 = top["idle_w"].to_numpy(float), top["p0_w"].to_numpy(float)
+    span = top["tdp_w"].to_numpy(float) - idle
+
+    def rel(z, idx):  # relative error of the power itself
+        return (idle[idx] + span[idx] / (1.0 + np.exp(-z)) - p0[idx]) / p0[idx]
+
+    every = np.arange(len(top))
+
+    def res_a(theta):
+        return np.concatenate([rel(theta[0] + Z @ theta[1:], every),
+                               math.sqrt(RIDGE) * theta[1:]])
+
+    theta = least_squares(res_a, np.zeros(Z.shape[1] + 1), method="lm").x
+    z0 = theta[0] + Z @ theta[1:]
+    fam = np.array([family_of(get_device(d)) for d in top["device"]])
+    # a family's shift, in the pooled fit's units: mean squared relative error per row
+    n = math.sqrt(len(top))
+    shifts = {}
+    for f in sorted(set(fam)):
+        idx = np.where(fam == f)[0]
+
+        def res_f(v, idx=idx):
+            return np.concatenate([rel(z0[idx] + v[0], idx) / n,
+                                   [math.sqrt(SHRINK) * v[0]]])
+
+        shifts[str(f)] = float(least_squares(res_f, [0.0]).x[0])
+    return ([float(x) for x in theta], [float(x) for x in mean], [float(x) for x in scale],
+            shifts)
+
+
 def fit_power_model(frame: pd.DataFrame | None, serving: pd.DataFrame | None = None,
-                    limit_frame: pd.DataFrame | None = None):
-    """A :class:`~perfcast.energy.PowerModel` fitted on Zeus rows ``frame`` (:func:`zeus_frame`)
-    and serving rows ``serving`` (:func:`serving_frame`); the limit response on
-    ``limit_frame`` (default ``frame``: Zeus rows are the only ones under a power limit)."""
+                    limit_frame: pd.DataFrame | None = None, serving_with_zeus: bool = False):
+    """A :class:`~perfcast.energy.PowerModel`: the graph steps' coefficients fitted on Zeus
+    rows ``frame`` (:func:`zeus_frame`; ``None``: ``limit_frame``'s), the serving phases' on
+    serving rows ``serving`` (:func:`serving_frame`) only — ``None``: the serving form fitted
+    on ``frame``'s training steps instead (the leave-one-source-out of the reports) —, the
+    limit response on ``limit_frame`` (default ``frame``: Zeus rows are the only ones under a
+    power limit). ``serving_with_zeus``: the serving kind fitted on ``frame``'s Zeus steps
+    and ``serving`` together (the first fit of issue 42, kept for the reports' comparison)."""
     from perfcast.energy import PowerModel
 
-    u0, pooled, families = fit_coefficients(frame, serving)
     lf = frame if limit_frame is None else limit_frame
+    zf = frame if frame is not None else lf
+    coef, mean, scale, shifts = fit_step(zf)
+    if serving is not None and len(serving):
+        u0, pooled, families = fit_coefficients(zf if serving_with_zeus else None, serving)
+    else:
+        u0, pooled, families = fit_coefficients(zf, None)
     k, c, g, b = fit_limit_response(lf)
-    return PowerModel(families=families, pooled=pooled, u0=u0, k=k, c=c, gamma=g, beta=b,
-                      trained_on={})
+    return PowerModel(families=families, pooled=pooled, u0=u0, step_coef=coef,
+                      step_mean=mean, step_scale=scale, step_families=shifts, k=k, c=c,
+                      gamma=g, beta=b, trained_on={})
 
 
 def predict_frame(model, frame: pd.DataFrame, t0_ms=None) -> pd.DataFrame:
-    """Per Zeus row of ``frame``: ``pred_p0_w`` (unconstrained, from the row's utilisations at
-    ``t0_ms`` — measured unless given), ``pred_power_w`` at the row's limit, ``pred_slowdown``,
+    """Per Zeus row of ``frame``: ``pred_p0_w`` (unconstrained, the graph-step fit at the
+    row's :data:`~perfcast.energy.FEATURES` at ``t0_ms`` — measured unless given),
+    ``pred_power_w`` at the row's limit, ``pred_slowdown``,
     ``pred_time_ms`` (``t0_ms`` × slowdown) and ``pred_energy_per_epoch_j`` (power × time per
     step × steps)."""
     from perfcast.devices import get_device
@@ -329,6 +406,11 @@ def train_power(out_root: str | Path | None = None, data_dir=None) -> dict[str, 
                    "every power limit",
                    "mlenergy-v2 (ML.ENERGY leaderboard v2, vLLM 0.5.4): serving, prefill and "
                    "decode mixed by their predicted times"],
+        "kinds": {"step": "Zeus training steps (A40, V100 PCIe, P100 PCIe, Quadro RTX 6000; "
+                          "FP32) at their default limit",
+                  "serving": "ML.ENERGY v2 vLLM serving runs (A100 40GB, H100 SXM; 16-bit), "
+                             "prefill and decode mixed by their times",
+                  "limit response": "every Zeus row (the only source under a power limit)"},
         "files": {**{Path(f).name: hashlib.sha256((base / f).read_bytes()).hexdigest()
                      for f in FILES.values()},
                   "mlenergy-leaderboard-v2.csv": hashlib.sha256(raw).hexdigest()},
@@ -350,5 +432,5 @@ def train_power(out_root: str | Path | None = None, data_dir=None) -> dict[str, 
 
 
 __all__ = ["COEF_BOUNDS", "COMMAND", "SHRINK", "fit_coefficients", "fit_limit_response",
-           "fit_power_model", "predict_frame", "predict_serving", "serving_frame",
+           "fit_power_model", "fit_step", "predict_frame", "predict_serving", "serving_frame",
            "serving_power", "train_power", "zeus_frame"]
