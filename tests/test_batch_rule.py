@@ -60,10 +60,20 @@ def test_monotone_curve_keeps_a_curve_that_obeys_it_and_fills_gaps():
     assert np.all(np.isfinite(out)) and not _obeys_batch_rule(list(b), list(out))
 
 
+def test_monotone_curve_weights_decide_who_moves():
+    """A learned model's curve (support weights): the least-squares projection moves the points
+    it trusts least."""
+    b = np.array([1.0, 2.0, 4.0])
+    t = np.array([10.0, 5.0, 20.0])  # time falls from 1 to 2
+    heavy_first = monotone_curve(b, t, np.array([100.0, 1.0, 1.0]))
+    heavy_second = monotone_curve(b, t, np.array([1.0, 100.0, 1.0]))
+    assert heavy_first[1] > 9.0 and heavy_second[0] < 6.0
+
+
 def test_monotone_curve_moves_only_the_larger_batch():
-    """Small batches keep their answers: a larger batch slower per sample is capped at the
-    smaller batch's rate (it could run as chunks of it); a larger batch faster than a smaller
-    one is raised to that time."""
+    """A physics model's curve (no weights): small batches keep their answers; a larger batch
+    slower per sample is capped at the smaller batch's rate (it could run as chunks of it); a
+    larger batch faster than a smaller one is raised to that time."""
     b = np.array([1.0, 2.0, 4.0, 8.0])
     t = np.array([10.0, 30.0, 25.0, 100.0])  # per sample 10, 15, 6.25, 12.5; time falls 2 → 4
     out = monotone_curve(b, t)

@@ -258,7 +258,7 @@ class _Request:
                 if not np.isfinite(rho):
                     rho, weights = 0.0, np.zeros_like(weights)
                 C = np.where(np.isfinite(B), B * np.exp(weights * rho), L)
-        P = monotone_curve(batches, C)
+        P = monotone_curve(batches, C, None if weights is None else 1.0 + 9.0 * weights)
         out = (batches, P, weights, L, C, home)
         if key is not None:
             if len(mine) >= 512:
