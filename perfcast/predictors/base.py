@@ -431,6 +431,32 @@ def _jsonable(obj: Any) -> Any:
 
 # -- helpers shared by learned predictors ---------------------------------------------------
 
+class TorchFromWeights:
+    """A predictor that answers in numpy from its loaded weights and holds a torch network only
+    to train: ``net_`` is built from the weights (``self.__dict__["_weights"]``, numpy arrays by
+    ``state_dict`` name) on first use by :meth:`_net_from_weights`; setting ``net_`` (a network
+    trained in this process) drops the weights it supersedes."""
+
+    def _net_from_weights(self, weights: dict[str, Any]):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def net_(self):
+        net = self.__dict__.get("_net")
+        if net is None:
+            weights = self.__dict__.get("_weights")
+            if weights is None:
+                raise AttributeError("net_")
+            net = self._net_from_weights(weights)
+            net.eval()
+            self.__dict__["_net"] = net
+        return net
+
+    @net_.setter
+    def net_(self, net) -> None:
+        self.__dict__.update(_net=net, _weights=None, _lm=None)
+
+
 class WarmStart:
     """Mixin for predictors with a ``warm_start`` hyper-parameter: ``fit`` on a fitted predictor
     with ``warm_start=True`` continues training it. During ``_fit``, ``self._warm`` holds what

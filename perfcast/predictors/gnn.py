@@ -53,7 +53,8 @@ import numpy as np
 
 from perfcast.errors import PerfcastError
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import (BestEpoch, FeatureScaler, Predictor, TargetScaler, WarmStart,
+from perfcast.predictors.base import (BestEpoch, FeatureScaler, Predictor, TargetScaler,
+                                      TorchFromWeights, WarmStart,
                                       load_net_state)
 from perfcast.features.records import FeatureSet, as_numpy
 
@@ -235,7 +236,7 @@ def _expected_shapes(arch: dict[str, Any], extra: int = 0) -> dict[str, tuple[in
     return out
 
 
-class GNNRegressor(WarmStart, Predictor):
+class GNNRegressor(TorchFromWeights, WarmStart, Predictor):
     """Shared GNN regressor (not registered; see :class:`DIPPM` and :class:`NNLQP`).
 
     Hyper-parameters (see :meth:`default_params`): ``conv`` (sage | gcn | gat | gin),
@@ -433,28 +434,15 @@ class GNNRegressor(WarmStart, Predictor):
         return self.static_scaler_.transform(data.static)
 
     # -- the network: torch to train, numpy to answer ------------------------------------------
-    @property
-    def net_(self):
-        """The torch network (built from the loaded numpy weights on first use: training again,
-        ``warm_start``); answers do not need it (:meth:`_numpy_z`)."""
-        net = self.__dict__.get("_net")
-        if net is None:
-            weights = self.__dict__.get("_weights")
-            if weights is None:
-                raise AttributeError("net_")
-            import torch
+    def _net_from_weights(self, weights):
+        """The torch network from the loaded numpy weights (training again, ``warm_start``);
+        answers do not need it (:meth:`_numpy_z`)."""
+        import torch
 
-            net = self._build(float(self.get_params()["dropout"]))
-            load_net_state(self.name, net, {k: torch.from_numpy(np.array(v))
-                                            for k, v in weights.items()})
-            net.eval()
-            self.__dict__["_net"] = net
+        net = self._build(float(self.get_params()["dropout"]))
+        load_net_state(self.name, net, {k: torch.from_numpy(np.array(v))
+                                        for k, v in weights.items()})
         return net
-
-    @net_.setter
-    def net_(self, net) -> None:
-        self.__dict__["_net"] = net
-        self.__dict__["_weights"] = None
 
     def numpy_weights(self) -> dict[str, np.ndarray]:
         """The network's weights by ``state_dict`` name, as numpy arrays: the loaded ones, or

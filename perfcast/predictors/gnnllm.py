@@ -54,11 +54,16 @@ import numpy as np
 from perfcast.errors import PerfcastError
 from perfcast.features.records import FeatureSet
 from perfcast.predictors import register_predictor
-from perfcast.predictors.base import BestEpoch, Predictor, TargetScaler, WarmStart
+from perfcast.predictors.base import (
+    BestEpoch,
+    Predictor,
+    TargetScaler,
+    TorchFromWeights,
+    WarmStart,
+)
 from perfcast.predictors.gnn import graph_minibatches, masked_epoch
 from perfcast.predictors.minilm import (  # the packaged language model
     LM_DIM,
-    LORA_TARGETS,  # noqa: F401  (perfcast.training.gnnllm reads it here)
     MAX_TOKENS,
     check_lm,
     lm_info,
@@ -235,7 +240,7 @@ def _device_name(key: str) -> str:
 # -- the predictor ----------------------------------------------------------------------------
 
 @register_predictor
-class GNNLLM(WarmStart, Predictor):
+class GNNLLM(TorchFromWeights, WarmStart, Predictor):
     """Thesis ch. 7 GNN+LLM (module doc). Hyper-parameters: ``init`` (stage2 | gnn | none | a
     stage-2 directory), ``representation`` (graph | text | json), ``lora_rank`` (8),
     ``epochs`` (10), ``lr`` (1e-4: projection, LoRA, head), ``gnn_lr`` (1e-3: GIN),
@@ -516,31 +521,17 @@ class GNNLLM(WarmStart, Predictor):
         return cached
 
     # -- the network: torch to train, numpy to answer ------------------------------------------
-    @property
-    def net_(self):
-        """The torch network (built from the loaded weights on first use: training again,
-        saving); a loaded predictor answers without it (:meth:`_numpy_z`)."""
-        net = self.__dict__.get("_net")
-        if net is None:
-            w = self.__dict__.get("_weights")
-            if w is None:
-                raise AttributeError("net_")
-            import torch
+    def _net_from_weights(self, w):
+        """The torch network from the loaded weights (training again, saving); a loaded
+        predictor answers without it (:meth:`_numpy_z`)."""
+        import torch
 
-            gin = self.arch_.get("gin")
-            net = build_net(gin, int(self.arch_["lora_rank"]), int(self.arch_["out_dim"]),
-                            w["node_mean"] if gin else None, w["node_std"] if gin else None)
-            load_trainable(net, {k: torch.from_numpy(np.array(v)) for k, v in w.items()},
-                           ("gin", "node_", "proj", "head", "lora") if gin else ("head", "lora"))
-            net.eval()
-            self.__dict__["_net"] = net
+        gin = self.arch_.get("gin")
+        net = build_net(gin, int(self.arch_["lora_rank"]), int(self.arch_["out_dim"]),
+                        w["node_mean"] if gin else None, w["node_std"] if gin else None)
+        load_trainable(net, {k: torch.from_numpy(np.array(v)) for k, v in w.items()},
+                       ("gin", "node_", "proj", "head", "lora") if gin else ("head", "lora"))
         return net
-
-    @net_.setter
-    def net_(self, net) -> None:
-        self.__dict__["_net"] = net
-        self.__dict__["_weights"] = None
-        self.__dict__["_lm"] = None
 
     # -- persistence -----------------------------------------------------------------------
     def _state(self) -> tuple[dict[str, Any], dict[str, Any]]:

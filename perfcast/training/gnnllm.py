@@ -128,6 +128,7 @@ def stage2(graphs: list, encoder, out: str | os.PathLike, *, lora_rank: int = 8,
     from perfcast.features.describe import summary
     from perfcast.paths import write_dir_atomically
     from perfcast.predictors import gnnllm as G
+    from perfcast.predictors import minilm as M
     from perfcast.pretrain.checkpoint import collate, message_edges
 
     t0 = time.perf_counter()
@@ -197,7 +198,7 @@ def stage2(graphs: list, encoder, out: str | os.PathLike, *, lora_rank: int = 8,
     net.eval()
     tensors = {k: v.contiguous() for k, v in G.trainable_state(net).items()}
     meta = {"format": G.STAGE2_FORMAT, "lm": {k: v for k, v in G.lm_info().items() if k != "dir"},
-            "gin": gin_meta, "lora_rank": int(lora_rank), "lora_targets": list(G.LORA_TARGETS),
+            "gin": gin_meta, "lora_rank": int(lora_rank), "lora_targets": list(M.LORA_TARGETS),
             "stage1": stage1_info or {},
             "stage2": {"graphs": len(graphs), "epochs": int(epochs), "batch_size": bs,
                        "lr": float(lr), "seed": int(seed), "steps": done,
