@@ -189,7 +189,7 @@ def _time_never_decreases_with_layers(registered, d, layers, mode, precision, se
 
 test_time_never_decreases_with_layers, \
     test_time_never_decreases_with_layers_full = tiers(
-        2, 10, d=numbers, layers=st.lists(st.integers(1, 4), min_size=2, max_size=2, unique=True),
+        1, 10, d=numbers, layers=st.lists(st.integers(1, 4), min_size=2, max_size=2, unique=True),
         mode=st.sampled_from(["infer", "train"]), precision=st.sampled_from(["fp32", "amp"]),
         seq=st.sampled_from([32, 128]))(_time_never_decreases_with_layers)
 
@@ -205,7 +205,7 @@ def _time_never_decreases_with_the_sequence(registered, d, seqs, mode, precision
 
 test_time_never_decreases_with_the_sequence, \
     test_time_never_decreases_with_the_sequence_full = tiers(
-        2, 10, d=numbers,
+        1, 10, d=numbers,
         seqs=st.lists(st.sampled_from([16, 64, 256]), min_size=2, max_size=2, unique=True),
         mode=st.sampled_from(["infer", "train"]),
         precision=st.sampled_from(["fp32", "amp"]))(_time_never_decreases_with_the_sequence)
