@@ -624,6 +624,11 @@ def write_markdown(results: list[dict], seconds: float) -> None:
     lines += ["", "Held-out residuals with their OOD score and reasons: `heldout_<id>.csv`; "
               "all numbers: `results.json`.", ""]
     lines += _coverage_of_shipped(results) + _bench_lines() + _notes(results)
+    # the regime table (benchmarks/uncertainty_regimes.py) stays at the top
+    old = (OUT / "README.md").read_text() if (OUT / "README.md").exists() else ""
+    b, e = "<!-- regimes: benchmarks/uncertainty_regimes.py -->", "<!-- /regimes -->"
+    if b in old and e in old:
+        lines[1:1] = ["", old[old.index(b):old.index(e) + len(e)]]
     (OUT / "README.md").write_text("\n".join(lines))
 
 

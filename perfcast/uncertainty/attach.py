@@ -150,7 +150,7 @@ def _adaptive(cal, req, feats: dict[str, Any], coverage: float) -> tuple[dict, l
     """The regime of a request for ``cal``'s model, its difficulty features and the adaptive
     bounds (:meth:`perfcast.uncertainty.regimes.RegimeCalibration.bounds`) with the reasons of
     its OOD parts."""
-    from perfcast.uncertainty.regimes import feature_vector
+    from perfcast.uncertainty.regimes import feature_vector, stratum_of
 
     ad, ref, w = cal.adaptive, cal.reference, req.w
     reasons: list[str] = []
@@ -161,7 +161,8 @@ def _adaptive(cal, req, feats: dict[str, Any], coverage: float) -> tuple[dict, l
     regime = ad.regime(req.device.key, spec)
     x = feature_vector(parts, feats["batch"], w.mode, w.precision, spec.startswith("hf:"),
                        regime)
-    b = ad.bounds(x, regime, coverage)
+    b = ad.bounds(x, regime, coverage, stratum_of(req.device.key, w.mode, w.precision),
+                  w.precision)
     b["regime"] = regime
     if regime.endswith("family-unseen"):
         reasons.append(f"model family of {spec} not among the trained ones")

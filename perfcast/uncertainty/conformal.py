@@ -112,7 +112,10 @@ class Calibration:
         if d.get("adaptive"):
             from perfcast.uncertainty.regimes import RegimeCalibration
 
-            adaptive = RegimeCalibration.from_json(d["adaptive"])
+            try:
+                adaptive = RegimeCalibration.from_json(d["adaptive"])
+            except (KeyError, ValueError, TypeError):  # a stale file: the pooled interval answers
+                adaptive = None
         return cls(adaptive=adaptive, key=d["key"], residuals=[np.asarray(b, np.float64) for b in d["buckets"]],
                    edges=list(d.get("edges") or []),
                    reference=OODReference.from_json(d["reference"]) if d.get("reference")

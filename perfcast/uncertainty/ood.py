@@ -161,10 +161,10 @@ class OODReference:
               exclude_device: bool = False, reasons: list[str] | None = None) -> dict[str, float]:
         """The parts of :meth:`score` (``arch``: nearest-neighbour distance in the training
         set's spacing; ``new_ops``: 1 with op classes never trained on; ``batch_oct`` /
-        ``input_oct``: octaves outside the trained range; ``device``: the GPU's distance to the
+        ``input_oct``: octaves outside the trained range; ``device_dist``: the GPU's distance to the
         nearest training GPU, 0 for a trained one), appending their reasons to ``reasons``."""
         reasons = [] if reasons is None else reasons
-        out = {"arch": 0.0, "new_ops": 0.0, "batch_oct": 0.0, "input_oct": 0.0, "device": 0.0}
+        out = {"arch": 0.0, "new_ops": 0.0, "batch_oct": 0.0, "input_oct": 0.0, "device_dist": 0.0}
         if self.points is not None and desc is not None:
             z = self.project(desc)
             d = float(np.sqrt(((self.points - z) ** 2).sum(axis=1)).min()) / self.scale
@@ -200,13 +200,13 @@ class OODReference:
             key, vec = device
             others = {k: v for k, v in self.devices.items() if not (exclude_device and k == key)}
             if vec is None:
-                out["device"] = 3.0
+                out["device_dist"] = 3.0
                 reasons.append(f"{key}: the registry lacks the specs the device distance needs")
             elif others and not (key in others and not exclude_device):
                 dist = {k: float(np.linalg.norm(np.asarray(v) - vec)) for k, v in others.items()}
                 near = min(dist, key=dist.get)
                 d = dist[near] / self.device_scale
-                out["device"] = d
+                out["device_dist"] = d
                 reasons.append(f"{key} not among the trained GPUs (nearest: {near}, distance "
                                f"{d:.1f}× their typical spacing)")
         return out

@@ -2,24 +2,28 @@
 
 A request falls in one of four **regimes** for the model answering it: its device is among the
 model's training devices or not, its model family among the families of the model's training
-records or not (:func:`regime_name`). Each regime is calibrated on held-out residuals that mimic
-it (leave-one-GPU-out, leave-family-out, both, leave-model-out: ``benchmarks/uncertainty_regimes.py``).
+records or not (:func:`regime_name`; the family is judged torch-free, by the model's name or its
+:func:`stem`). Each regime is calibrated on held-out residuals that mimic it (leave-one-GPU-out,
+leave-family-out, both, another model of a trained family: ``benchmarks/uncertainty_regimes.py``).
 
-The width is **locally adaptive**: the conformal score of a held-out record is its log residual
-``r = log(actual / predicted)`` divided by an estimated difficulty ``σ(x)`` (:class:`Difficulty`:
-a ridge regression of ``log(|r| + ε)`` on what the request says about itself — its distance to
-the training architectures, unseen op classes, octaves of batch and input outside the trained
-range, the GPU's distance to the trained GPUs, log batch, mode, precision, transformer or not,
-and the regime). The interval of a request is ``ŷ·exp(σ(x)·q_lo) … ŷ·exp(σ(x)·q_hi)`` with
-``q_lo, q_hi`` the two one-sided split-conformal quantiles of ``r / σ`` in its regime (Mondrian
-by regime): narrow where the model has been reliable, wide where it has not.
+The width is **locally adaptive**: the conformal score of a held-out record is its centred log
+residual ``r − c`` (``r = log(actual / predicted)``) divided by an estimated difficulty ``σ(x)``
+(:class:`Difficulty`: a ridge regression of ``log(|r − c| + ε)`` on what the request says about
+itself — its distance to the training architectures, unseen op classes, octaves of batch and
+input outside the trained range, the GPU's distance to the trained GPUs, log batch, mode,
+precision, transformer or not, and the regime). On a trained GPU, each ``device|mode|precision``
+stratum has its own centre ``c`` (the median residual of its held-out records) and scale offset
+of σ, both shrunk toward zero with few records; elsewhere ``c = 0``. The interval of a request
+is ``ŷ·exp(c + σ(x)·q_lo) … ŷ·exp(c + σ(x)·q_hi)`` with ``q_lo, q_hi`` the two one-sided
+split-conformal quantiles of ``(r − c) / σ`` in its regime (Mondrian by regime): narrow where
+the model has been reliable, wide where it has not.
 
 The **unusual-request flag** is ``σ(x) ≥ threshold`` (the threshold maximizes F1 for "APE >
 25 %" on the calibration records): the same number that widens the interval raises the flag,
-so a flagged request's interval is wider than every unflagged one of its regime. A flagged
-request's quantiles are hulled with those of the flagged calibration records (their
+so a flagged request's interval is wider than every unflagged one of its regime and stratum. A
+flagged request's quantiles are hulled with those of the flagged calibration records (their
 conditional coverage). A request whose features lie beyond every calibration record is flagged
-too, and gets at least the widest calibrated σ.
+too, and gets at least the σ of the hardest tenth of the calibration records.
 
 Everything is numbers and strings in the calibration JSON (no pickle); nothing here imports
 torch or pandas.
@@ -47,14 +51,29 @@ RIDGE = 3.0
 MIN_REGIME = 30
 #: Flagged calibration records needed for the flagged hull.
 MIN_FLAGGED_CAL = 20
+#: A request beyond every calibration record gets at least this quantile of the calibration
+#: records' σ (``RegimeCalibration.sigma_max``): as wide as the hardest tenth.
+BEYOND_QUANTILE = 0.9
+#: Shrinkage (in records) of a seen stratum's own centre and scale toward the pooled ones.
+SHRINK = 20.0
 #: Features whose coefficient may not be negative (farther never means easier).
-DISTANCES = ("arch", "new_ops", "batch_oct", "input_oct", "device")
-FEATURES = ("arch", "new_ops", "batch_oct", "input_oct", "device", "log2_batch", "train",
-            "fp32", "transformer", "device_unseen", "family_unseen", "both_unseen")
+DISTANCES = ("arch", "new_ops", "batch_oct", "input_oct", "device_dist")
+FEATURES = ("arch", "new_ops", "batch_oct", "input_oct", "device_dist", "log2_batch", "train",
+            "fp32", "half", "transformer", "device_unseen", "family_unseen", "both_unseen")
 REGIMES = ("device-seen/family-seen", "device-seen/family-unseen",
            "device-unseen/family-seen", "device-unseen/family-unseen")
 #: Prefixes of timm / torchvision names that are not the family (weights' origin).
 _NOT_STEMS = {"tf", "tv", "gluon", "legacy", "ig", "ssl", "swsl", "hf", "timm", "torchvision"}
+
+
+def precision_class(precision: str) -> str:
+    """``fp32`` (and TF32), ``amp`` (mixed), ``half`` (pure fp16 / bf16 / lower)."""
+    p = str(precision).lower()
+    return "fp32" if p in ("fp32", "tf32") else "amp" if p == "amp" else "half"
+
+
+def stratum_of(device: str, mode: str, precision: str) -> str:
+    return f"{device}|{mode}|{precision}"
 
 
 def regime_name(device_seen: bool, family_seen: bool) -> str:
@@ -82,9 +101,10 @@ def feature_vector(parts: dict[str, float], batch: float, mode: str, precision: 
     du, fu = "device-unseen" in regime, "family-unseen" in regime
     return np.array([min(float(parts.get("arch", 0.0)), 50.0), float(parts.get("new_ops", 0.0)),
                      float(parts.get("batch_oct", 0.0)), float(parts.get("input_oct", 0.0)),
-                     min(float(parts.get("device", 0.0)), 50.0),
+                     min(float(parts.get("device_dist", 0.0)), 50.0),
                      math.log2(max(1.0, float(batch or 1))), float(mode == "train"),
-                     float(precision == "fp32"), float(bool(transformer)), float(du), float(fu),
+                     float(precision == "fp32"), float(precision_class(precision) == "half"),
+                     float(bool(transformer)), float(du), float(fu),
                      float(du and fu)], dtype=np.float64)
 
 
@@ -187,9 +207,49 @@ class RegimeCalibration:
     stems: list[str] = field(default_factory=list)
     sigma_max: float = math.inf
     counts: dict[str, int] = field(default_factory=dict)
+    #: seen strata (``device|mode|precision`` of a trained GPU): the shrunk median log residual
+    #: (``shift``, the interval's centre) and log-scale offset of σ (``scale``) of their records
+    shift: dict[str, float] = field(default_factory=dict)
+    scale: dict[str, float] = field(default_factory=dict)
+    #: ``stem``: a model whose name's stem is a trained one's counts as a seen family; ``name``:
+    #: only the trained models themselves (chosen per model by how often the stem rule calls a
+    #: held-out family unseen: ``benchmarks/uncertainty_regimes.py``)
+    family_rule: str = "stem"
+
+    @staticmethod
+    def _centre(X, r, strata, seen) -> tuple[Difficulty, dict[str, float], dict[str, float],
+                                             np.ndarray, np.ndarray]:
+        """Seen strata's shrunk median residual (the centre), the difficulty model of the
+        centred residuals, the strata's shrunk scale offsets; the centre and log σ of every
+        record."""
+        shift, scale = {}, {}
+        ctr = np.zeros(len(r))
+        keys = [] if strata is None else sorted(set(strata[seen].tolist()))
+        for k in keys:
+            m = seen & (strata == k)
+            shift[k] = float(m.sum() / (m.sum() + SHRINK) * np.median(r[m]))
+            ctr[m] = shift[k]
+        diff = Difficulty.fit(X, r - ctr)
+        ls = diff.log_sigma(X)
+        res = np.log(np.abs(r - ctr) + EPS) - ls
+        for k in keys:
+            m = seen & (strata == k)
+            scale[k] = float(m.sum() / (m.sum() + SHRINK) * (np.median(res[m]) - np.median(res)))
+            ls[m] += scale[k]
+        return diff, shift, scale, ctr, ls
+
+    @staticmethod
+    def _apply(diff, shift, scale, X, strata, seen) -> tuple[np.ndarray, np.ndarray]:
+        ls = diff.log_sigma(X)
+        if strata is None:
+            return np.zeros(len(X)), ls
+        ctr = np.array([shift.get(k, 0.0) if o else 0.0 for k, o in zip(strata, seen)])
+        ls = ls + np.array([scale.get(k, 0.0) if o else 0.0 for k, o in zip(strata, seen)])
+        return ctr, ls
 
     @classmethod
-    def fit(cls, X: np.ndarray, r: np.ndarray, regimes, *, devices=(), names=None,
+    def fit(cls, X: np.ndarray, r: np.ndarray, regimes, *, strata=None, precisions=None,
+            devices=(), names=None, family_rule: str = "stem",
             flag_ape: float = FLAG_APE) -> RegimeCalibration:
         """From held-out records: features ``X`` (:func:`feature_vector`), log residuals ``r``
         and their regime names. The σ a record's score is divided by is cross-fitted (five
@@ -197,46 +257,74 @@ class RegimeCalibration:
         residual; the stored :class:`Difficulty` is fitted on every record."""
         X, r = np.asarray(X, np.float64), np.asarray(r, np.float64)
         regimes = np.asarray(regimes, dtype=object)
+        strata = None if strata is None else np.asarray(strata, dtype=object)
         ok = np.isfinite(r) & np.isfinite(X).all(axis=1)
         X, r, regimes = X[ok], r[ok], regimes[ok]
-        diff = Difficulty.fit(X, r)
-        sig = np.empty(len(r))
+        strata = None if strata is None else strata[ok]
+        precisions = None if precisions is None else np.asarray(precisions, dtype=object)[ok]
+        seen = np.char.startswith(regimes.astype(str), "device-seen")
+        diff, shift_all, scale_all, _, _ = cls._centre(X, r, strata, seen)
+        sig, ctr = np.empty(len(r)), np.zeros(len(r))
         parts = np.arange(len(r)) % 5
-        for k in range(5):
-            te = parts == k
-            if te.any() and (~te).sum() > X.shape[1]:
-                sig[te] = Difficulty.fit(X[~te], r[~te]).sigma(X[te])
+        for k in range(5):  # cross-fitted: no record's score uses its own residual
+            te, tr = parts == k, parts != k
+            st_tr = None if strata is None else strata[tr]
+            st_te = None if strata is None else strata[te]
+            if te.any() and tr.sum() > X.shape[1]:
+                d, sh, sc, _, _ = cls._centre(X[tr], r[tr], st_tr, seen[tr])
             else:
-                sig[te] = diff.sigma(X[te])
-        s = r / sig
+                d, sh, sc = diff, shift_all, scale_all
+            c, ls = cls._apply(d, sh, sc, X[te], st_te, seen[te])
+            ctr[te], sig[te] = c, np.exp(ls)
+        s = (r - ctr) / sig
         large = np.abs(1 - np.exp(-r)) > flag_ape
         thr = _f1_threshold(sig, large)
         flagged = sig >= thr if thr is not None else np.zeros(len(r), bool)
         scores, fscores, counts = {}, {}, {}
+        pcls = np.array([precision_class(p) for p in precisions], dtype=object) \
+            if precisions is not None else None
         for g in REGIMES:
             m = regimes == g
             counts[g] = int(m.sum())
             scores[g] = np.sort(s[m])
             fscores[g] = np.sort(s[m & flagged])
+            for c in ("fp32", "amp", "half") if pcls is not None else ():
+                mc = m & (pcls == c)
+                if mc.sum() >= MIN_REGIME and mc.sum() < m.sum():
+                    scores[f"{g}|{c}"] = np.sort(s[mc])
+                    counts[f"{g}|{c}"] = int(mc.sum())
         scores["*"], fscores["*"] = np.sort(s), np.sort(s[flagged])
         names = dict(names or {})
         return cls(difficulty=diff, scores=scores, flagged_scores=fscores, threshold=thr,
                    devices=sorted(devices), names=names,
                    stems=sorted({stem(n) for n in names}),
-                   sigma_max=float(sig.max()) if len(sig) else math.inf, counts=counts)
+                   sigma_max=float(np.quantile(sig, BEYOND_QUANTILE)) if len(sig) else math.inf,
+                   counts=counts,
+                   shift=shift_all, scale=scale_all, family_rule=family_rule)
 
     # -- the regime of a request -------------------------------------------------------------
     def family_seen(self, spec: str) -> bool:
+        """The model is one of the training records', or its :func:`stem` is one of theirs
+        (the timm module a name belongs to is not known without importing timm; how often the
+        stem agrees with the module on held-out families, and the coverage with regimes picked
+        this way: ``reports/uncertainty/regimes.md``)."""
         name = str(spec)
-        return name in self.names or stem(name) in set(self.stems)
+        if name in self.names:
+            return True
+        if self.family_rule == "stem" or name.startswith("hf:"):
+            return stem(name) in set(self.stems)
+        return False
 
     def regime(self, device: str | None, spec: str) -> str:
         dev_seen = device is None or not self.devices or device in self.devices
         return regime_name(dev_seen, self.family_seen(spec))
 
     # -- bounds ------------------------------------------------------------------------------
-    def _quantiles(self, regime: str, coverage: float, flagged: bool) -> tuple[float, float]:
+    def _quantiles(self, regime: str, coverage: float, flagged: bool,
+                   precision: str | None = None) -> tuple[float, float]:
         own = self.scores.get(regime, np.zeros(0))
+        if precision is not None:  # Mondrian by precision class where it has the records
+            own = self.scores.get(f"{regime}|{precision_class(precision)}", own)
         pooled = self.scores["*"]
         lo, hi = conformal_bounds(own if len(own) >= MIN_REGIME else pooled, coverage)
         if 0 < len(own) < MIN_REGIME:  # a thin regime: never narrower than its own records say
@@ -251,16 +339,21 @@ class RegimeCalibration:
                 lo, hi = min(lo, a), max(hi, b)
         return lo, hi
 
-    def bounds(self, x: np.ndarray, regime: str, coverage: float) -> dict[str, Any]:
-        """``q_lo, q_hi`` (log bounds of ``actual / predicted``), σ, the flag and why."""
-        sig = float(self.difficulty.sigma(x)[0])
+    def bounds(self, x: np.ndarray, regime: str, coverage: float,
+               stratum: str | None = None, precision: str | None = None) -> dict[str, Any]:
+        """``q_lo, q_hi`` (log bounds of ``actual / predicted``), σ, the flag and why;
+        ``stratum`` (``device|mode|precision``) of a device-seen request its centre and scale."""
+        seen = regime.startswith("device-seen") and stratum is not None
+        ctr = self.shift.get(stratum, 0.0) if seen else 0.0
+        sig = float(np.exp(self.difficulty.log_sigma(x)[0]
+                           + (self.scale.get(stratum, 0.0) if seen else 0.0)))
         beyond = self.difficulty.beyond(x)
         if beyond and math.isfinite(self.sigma_max):
             sig = max(sig, self.sigma_max)
         flagged = bool(beyond) or (self.threshold is not None and sig >= self.threshold)
-        lo, hi = self._quantiles(regime, coverage, flagged)
-        return {"q_lo": lo * sig if math.isfinite(lo) else -math.inf,
-                "q_hi": hi * sig if math.isfinite(hi) else math.inf,
+        lo, hi = self._quantiles(regime, coverage, flagged, precision)
+        return {"q_lo": ctr + lo * sig if math.isfinite(lo) else -math.inf,
+                "q_hi": ctr + hi * sig if math.isfinite(hi) else math.inf,
                 "sigma": sig, "flagged": flagged, "beyond": beyond,
                 "regime_records": int(self.counts.get(regime, 0))}
 
@@ -275,7 +368,10 @@ class RegimeCalibration:
                 "scores": {k: rnd(v) for k, v in self.scores.items()},
                 "flagged_scores": {k: rnd(v) for k, v in self.flagged_scores.items()},
                 "threshold": self.threshold, "devices": self.devices, "names": self.names,
-                "stems": self.stems, "sigma_max": self.sigma_max, "counts": self.counts}
+                "stems": self.stems, "sigma_max": self.sigma_max, "counts": self.counts,
+                "shift": {k: round(v, 5) for k, v in self.shift.items()},
+                "scale": {k: round(v, 5) for k, v in self.scale.items()},
+                "family_rule": self.family_rule}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RegimeCalibration:
@@ -285,4 +381,6 @@ class RegimeCalibration:
                    devices=list(d.get("devices") or []), names=dict(d.get("names") or {}),
                    stems=list(d.get("stems") or []),
                    sigma_max=float(d.get("sigma_max") or math.inf),
-                   counts={k: int(v) for k, v in (d.get("counts") or {}).items()})
+                   counts={k: int(v) for k, v in (d.get("counts") or {}).items()},
+                   shift=dict(d.get("shift") or {}), scale=dict(d.get("scale") or {}),
+                   family_rule=str(d.get("family_rule") or "stem"))
