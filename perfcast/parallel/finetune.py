@@ -164,7 +164,7 @@ class FineTuneCost:
                     eff: Efficiency) -> tuple[float, float, float]:
         """(forward ms, backward ms, forward FLOPs) of one layer's adapters over ``tokens``
         tokens per GPU (÷ T)."""
-        from perfcast.parallel.model import _matrix_peak
+        from perfcast.parallel.pricing import _matrix_peak
 
         a_b = self._act_bytes()
         r = self.rank
