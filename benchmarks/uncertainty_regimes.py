@@ -51,6 +51,9 @@ SEED = 1337
 #: families it says "unseen" at least this often; else only the trained models count as seen.
 STEM_AGREEMENT = 0.85
 PARTS = ("arch", "new_ops", "batch_oct", "input_oct", "device_dist")
+#: The floor the shipped method no longer applies to a request beyond every calibration record
+#: (σ at least this quantile of the calibration records' σ), evaluated for comparison.
+FORMER_FLOOR = 0.9
 #: (shipped id, key, task, evaluated predictor, tasks whose records the shipped model trained on)
 ENTRIES = (
     ("rtx4090-infer-amp-dippm", "time_ms", "b", "dippm", ("b", "b-pt291")),
@@ -170,6 +173,11 @@ def nested(df: pd.DataFrame, X: np.ndarray, rule: str) -> pd.DataFrame:
                                                                             "ohi")}
     out["sigma"], out["flag"], out["old_flag"] = (np.full(len(df), np.nan),
                                                   np.zeros(len(df), bool), np.zeros(len(df), bool))
+    # requests beyond every calibration record: the shipped interval (clipped difficulty, no
+    # floor) and the former floor's (σ raised to the 90th percentile of the calibration σ)
+    out["beyond"], out["flo_0.9"], out["fhi_0.9"] = (np.zeros(len(df), bool),
+                                                     np.full(len(df), np.nan),
+                                                     np.full(len(df), np.nan))
     out["answer_regime"] = ans
     unit = [(g, d if u else "") for g, d, u in zip(fam_g, dev, unseen_dev)]
     units: dict = {}
@@ -181,10 +189,17 @@ def nested(df: pd.DataFrame, X: np.ndarray, rule: str) -> pd.DataFrame:
         rc = R.RegimeCalibration.fit(X[cal], r[cal], regs[cal], strata=strata[cal],
                                      precisions=prec[cal])
         old = U.Calibration.build("x", r[cal], score[cal])
+        s90 = float(np.quantile(rc.difficulty.sigma(X[cal]), FORMER_FLOOR))
         for i in idx:
             for lv in LEVELS:
                 b = rc.bounds(Xa[i], ans[i], lv, strata[i], prec[i])
                 out[f"lo_{lv}"][i], out[f"hi_{lv}"][i] = min(b["q_lo"], 0), max(b["q_hi"], 0)
+                if lv == 0.9 and b["beyond"]:
+                    c = rc.shift.get(strata[i], 0.0) if ans[i].startswith("device-seen") else 0.0
+                    k = max(b["sigma"], s90) / b["sigma"]
+                    out["beyond"][i] = True
+                    out["flo_0.9"][i] = min(c + (b["q_lo"] - c) * k, 0)
+                    out["fhi_0.9"][i] = max(c + (b["q_hi"] - c) * k, 0)
                 a, c, _ = old.bounds(score[i], lv)
                 out[f"olo_{lv}"][i], out[f"ohi_{lv}"][i] = min(a, 0), max(c, 0)
             out["sigma"][i], out["flag"][i] = b["sigma"], b["flagged"]
@@ -217,6 +232,64 @@ def flag_quality(ev: pd.DataFrame, col: str) -> dict:
             "widen": float(np.median(np.exp(ev["hi_0.9"] - ev["lo_0.9"])[f]) /
                            np.median(np.exp(ev["hi_0.9"] - ev["lo_0.9"])[~f]))
             if f.any() and (~f).any() else None}
+
+
+def beyond_quality(ev: pd.DataFrame) -> dict:
+    """The records beyond every calibration record (nested): 90 % coverage and median width of
+    the shipped interval (clipped difficulty, no floor) and of the former floor's."""
+    b = ev[ev.beyond]
+    if not len(b):
+        return {"n": 0}
+    cov = lambda lo, hi: float(((b[lo] <= b.r) & (b.r <= b[hi])).mean())  # noqa: E731
+    return {"n": len(b), "coverage": cov("lo_0.9", "hi_0.9"),
+            "width": float(np.exp(b["hi_0.9"] - b["lo_0.9"]).median()),
+            "floor_coverage": cov("flo_0.9", "fhi_0.9"),
+            "floor_width": float(np.exp(b["fhi_0.9"] - b["flo_0.9"]).median())}
+
+
+def direction_check(df: pd.DataFrame, X: np.ndarray) -> dict:
+    """Is a GPU far from the trained ones because it is faster (newer) harder than one far
+    because it is slower? The unsigned ``device_dist`` of each device-unseen record split into
+    the parts of its difference to the nearest other GPU (log device vector) that are above and
+    below it, and the difficulty refitted on every record with the two parts (each coefficient
+    ≥ 0, standardized units) in place of the distance."""
+    from perfcast.devices import get_device
+
+    devs = sorted(df.device.astype(str).unique())
+    vec = {d: U.device_vector(get_device(d)) for d in devs}
+    frac = {}
+    for d in devs:
+        others = {k: vec[k] for k in devs if k != d}
+        near = min(others, key=lambda k: float(np.linalg.norm(others[k] - vec[d])))
+        diff = vec[d] - others[near]
+        t = float(np.linalg.norm(diff))
+        frac[d] = ((float(np.linalg.norm(np.maximum(diff, 0))) / t,
+                    float(np.linalg.norm(np.minimum(diff, 0))) / t) if t else (0.0, 0.0))
+    i = R.FEATURES.index("device_dist")
+    dd = X[:, i]
+    up = dd * np.array([frac[d][0] for d in df.device.astype(str)])
+    down = dd * np.array([frac[d][1] for d in df.device.astype(str)])
+    r = df.r.to_numpy()
+    seen = df.regime.str.startswith("device-seen").to_numpy()
+    d0 = R.RegimeCalibration._centre(X, r, strata_of(df), seen)[0]
+    unsigned = d0.coef[i]
+    ar = np.abs(r[~seen])
+    fast = np.array([frac[d][0] > 0.9 for d in df.device.astype(str)])[~seen]
+    feats, dists = R.FEATURES, R.DISTANCES
+    try:
+        R.FEATURES = feats[:i] + ("device_faster", "device_slower") + feats[i + 1:]
+        R.DISTANCES = dists + ("device_faster", "device_slower")
+        X2 = np.column_stack([X[:, :i], up, down, X[:, i + 1:]])
+        coef = R.RegimeCalibration._centre(X2, r, strata_of(df), seen)[0].coef
+    finally:
+        R.FEATURES, R.DISTANCES = feats, dists
+    return {"unsigned": float(unsigned), "faster": float(coef[i]), "slower": float(coef[i + 1]),
+            "max_faster": float(up.max()), "max_slower": float(down.max()),
+            # σ at the largest calibrated distance ÷ σ at distance 0 (all else equal)
+            "sigma_ratio_at_max": float(np.exp(unsigned * d0.x_max[i] / d0.std[i])),
+            "faster_gpus": sorted({d for d, f in zip(df.device.astype(str)[~seen], fast) if f}),
+            "median_abs_r_faster": float(np.median(ar[fast])) if fast.any() else None,
+            "median_abs_r_other": float(np.median(ar[~fast])) if (~fast).any() else None}
 
 
 def stem_agreement(df: pd.DataFrame) -> float | None:
@@ -370,6 +443,44 @@ def write_markdown(res: dict, seconds: float) -> None:
           "→ `timm:seresnext`) is one of theirs. On the held-out families the stem rule calls "
           "the family unseen for: " + ", ".join(
               f"{mid} {pct(r['stem_agreement'])}" for mid, r in res["models"].items()) + ".", ""]
+    L += ["## Requests beyond the calibration data", "",
+          "A request with a distance feature (architecture, unseen op classes, batch or input "
+          "octaves outside, GPU distance) beyond every calibration record is flagged. Its "
+          "difficulty reads every feature clipped to the calibration range — a GPU farther than "
+          "every calibrated held-out GPU gets the difficulty of the farthest one — and no floor "
+          "is added. The former floor (σ at least the 90th percentile of the calibration "
+          "records' σ, \"as wide as the hardest tenth\") on the same nested records:", "",
+          "| model | beyond records | 90 % | median width | former floor: 90 % | "
+          "former floor: width |", "|---|---:|---:|---:|---:|---:|"]
+    tot = {"n": 0, "cov": 0.0, "fcov": 0.0}
+    for mid, r in res["models"].items():
+        q = r["beyond"]
+        if not q.get("n"):
+            L.append(f"| {mid} | 0 | — | — | — | — |")
+            continue
+        tot["n"] += q["n"]
+        tot["cov"] += q["coverage"] * q["n"]
+        tot["fcov"] += q["floor_coverage"] * q["n"]
+        L.append(f"| {mid} | {q['n']:,} | {q['coverage']:.0%} | {q['width']:.2f}× | "
+                 f"{q['floor_coverage']:.0%} | {q['floor_width']:.2f}× |")
+    if tot["n"]:
+        L += ["", f"All models: {tot['n']} beyond records, 90 % coverage "
+                  f"{tot['cov'] / tot['n']:.1%} without the floor, {tot['fcov'] / tot['n']:.1%} "
+                  "with it; the regimes' coverage and width (first table) include them."]
+    dc = res.get("direction")
+    if dc:
+        L += ["", "Direction of the GPU distance (cross-device): the distance is unsigned. "
+              "Split into the part where the held-out GPU is faster than its nearest other GPU "
+              "(log peak FLOP/s, bandwidth, memory, SMs) and the part where it is slower, the "
+              "difficulty fitted on every record gives the faster part a coefficient of "
+              f"{dc['faster']:.3f} and the slower part {dc['slower']:.3f} (the unsigned "
+              f"distance: {dc['unsigned']:.3f}; per standard deviation of log σ). Held out, "
+              f"the GPUs far mostly by being faster ({', '.join(dc['faster_gpus'])}) err "
+              f"{dc['median_abs_r_faster']:.3f} (median |log residual|), the others "
+              f"{dc['median_abs_r_other']:.3f}. The nested data do not show a newer GPU to be "
+              "easier than the distance says, so the unsigned distance stays; its effect is "
+              f"small — at the largest calibrated distance σ is {dc['sigma_ratio_at_max']:.2f}× "
+              "that of a GPU at distance 0, all else equal.", ""]
     L += notes(res)
     (OUT / "regimes.md").write_text("\n".join(L) + "\n")
     readme_block(L)
@@ -460,6 +571,7 @@ def main() -> int:
             "by_mode": summarize(ev, ["regime", "mode", "precision"]),
             "flag": flag_quality(fam_unseen, "flag"),
             "old_flag": flag_quality(fam_unseen, "old_flag"),
+            "beyond": beyond_quality(ev),
             "stem_agreement": agree, "family_rule": rule,
             "by_group": summarize(fam_unseen, ["fam_group"]),
             "by_device": summarize(ev, ["regime", "device"]) if mid == "crossdevice-gpu" else []}
@@ -467,7 +579,9 @@ def main() -> int:
                 "answer_regime",
                 "fam_group", "actual", "predicted", "r", "sigma", "flag", "lo_0.9", "hi_0.9",
                 *PARTS]
-        ev[keep].to_csv(OUT / f"regimes_{mid}.csv", index=False, float_format="%.5g")
+        ev[keep + ["beyond"]].to_csv(OUT / f"regimes_{mid}.csv", index=False,
+                                     float_format="%.5g")
+    res["direction"] = direction_check(*frames["crossdevice-gpu"])
     if not args.check:
         cals = dict(U.calibrations())
         cals.update(shipped_calibrations(frames, rules))

@@ -78,11 +78,19 @@ def test_interval_widens_when_the_flag_is_raised():
     w = np.array([o["q_hi"] - o["q_lo"] for o in out])
     f = np.array(flags)
     assert w[f].min() > w[~f].max()  # every flagged interval is wider than every unflagged one
-    # beyond every calibration record: flagged, as wide as the hardest tenth at least
+    # beyond every calibration record: flagged, and the difficulty does not extrapolate — it is
+    # the difficulty at the edge of the calibration range, no wider
     x = R.feature_vector({"arch": 40.0, "batch_oct": 12.0}, 64, "infer", "amp", False, g)
     b = rc.bounds(x, g, 0.9)
     assert b["flagged"] and "batch_oct" in b["beyond"] and "arch" in b["beyond"]
-    assert b["sigma"] >= rc.sigma_max and b["q_hi"] - b["q_lo"] > w[~f].max()
+    d = rc.difficulty
+    edge = np.array([min(v, hi) for v, hi in zip(x, d.x_max)])
+    e = rc.bounds(edge, g, 0.9)
+    assert b["sigma"] == pytest.approx(e["sigma"])
+    assert b["q_hi"] - b["q_lo"] == pytest.approx(e["q_hi"] - e["q_lo"])
+    farther = R.feature_vector({"arch": 400.0, "batch_oct": 120.0}, 64, "infer", "amp", False, g)
+    assert rc.bounds(farther, g, 0.9)["sigma"] == pytest.approx(b["sigma"])
+    assert b["q_hi"] - b["q_lo"] > w[~f].max()  # flagged: wider than every unflagged one
 
 
 def test_calibration_file_round_trip(tmp_path):

@@ -109,8 +109,9 @@ def annotate(pred, route, coverage: float = DEFAULT_COVERAGE) -> None:
             ood_reasons += [f"{key}: {r}" for r in reasons]
             if regime_d["beyond"]:
                 d["note"] = (f"{key}: beyond every calibration record in "
-                             f"{', '.join(regime_d['beyond'])} — the interval has the widest "
-                             f"calibrated difficulty and may cover less than {coverage:.0%}")
+                             f"{', '.join(regime_d['beyond'])} — flagged; the difficulty "
+                             f"reads them at the calibration range's edge (it does not "
+                             f"extrapolate), so the interval may cover less than {coverage:.0%}")
             if cal.adaptive.threshold is not None:
                 thresholds.append(cal.adaptive.threshold)
             flagged = flagged or regime_d["flagged"]
