@@ -234,6 +234,29 @@ def test_answer_scales_with_the_probe(tmp_path):
     assert math.isfinite(plain["time_ms"])
 
 
+def test_probe_ratios_are_bounded(tmp_path):
+    """A probe four times slower than the training machine in every respect scales the answer
+    by at most ×2 (``MAX_RATIO``: a larger ratio is more likely a disturbed measurement than
+    another machine of the same kind); the note says which ratio was held."""
+    from perfcast.predictors import load_predictor
+    from perfcast.predictors.kernelsum_probe import MAX_RATIO
+
+    ref, _ = P.reference_at(load_predictor(SHIPPED).reference_probe_, 1)
+    quarter = P.Probe(threads=1, gemm_gflops={n: v / 4 for n, v in ref.gemm_gflops.items()},
+                      bandwidth_gbs=ref.bandwidth_gbs / 4, dispatch_fwd_us=ref.dispatch_fwd_us * 4,
+                      dispatch_bwd_us=ref.dispatch_bwd_us * 4, source="test: quarter speed")
+    d = tmp_path / "machine"
+    os.environ[P.PROBE_DIR_ENV] = str(d)
+    try:
+        P.write_cached(P.probe_path(P.machine_key(1)), P.machine_key(1), quarter)
+    finally:
+        del os.environ[P.PROBE_DIR_ENV]
+    scaled = _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "auto"})
+    plain = _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "off"})
+    assert scaled["time_ms"] / plain["time_ms"] == pytest.approx(MAX_RATIO, rel=1e-6)
+    assert any("held within" in n for n in _notes(scaled))
+
+
 def test_a_probe_taken_on_a_busy_machine_is_replaced_when_quieter(probe_dir, monkeypatch):
     run = CountingRunner()
     busy = P.run_probe(1, **TINY)

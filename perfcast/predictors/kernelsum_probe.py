@@ -99,6 +99,25 @@ def local_dataset_reference() -> dict[str, Any]:
                f"{machine.get('measured_at', '?')}) and ops-t1.csv")
 
 
+#: The most one probe ratio scales a term (either way): the probe corrects for another machine
+#: of the same kind, and a ratio beyond this is more likely a disturbed measurement.
+MAX_RATIO = 2.0
+
+
+def _bounded(ratios: dict[str, Any]) -> dict[str, Any]:
+    """``ratios`` with each factor held within [1 / :data:`MAX_RATIO`, :data:`MAX_RATIO`]
+    (``bounded`` lists those it held)."""
+    out, held = dict(ratios), []
+    for k in ("compute", "memory", "dispatch_fwd", "dispatch_bwd"):
+        v = float(out[k])
+        c = min(MAX_RATIO, max(1.0 / MAX_RATIO, v))
+        if c != v:
+            held.append(f"{k} {v:.3g} → {c:.3g}")
+        out[k] = c
+    out["bounded"] = held
+    return out
+
+
 class MachineScaling:
     """``kernelsum``'s answers scaled to this machine by its probe: mixed into
     :class:`~perfcast.predictors.kernelsum.KernelSumPredictor`, which provides ``p``,
@@ -140,7 +159,7 @@ class MachineScaling:
             try:
                 ref, ref_note = P.reference_at(self.reference_probe_, int(threads))
                 memo[key] = {"ref": ref, "ref_note": ref_note,
-                             "ratios": P.time_ratios(res.probe, ref)}
+                             "ratios": _bounded(P.time_ratios(res.probe, ref))}
             except (PerfcastError, KeyError, TypeError, ValueError) as exc:
                 memo[key] = {"error": f"reference probe unusable ({exc})"}
         return {"here": res.probe, "status": res.status, "why": res.why, "path": res.path,
@@ -192,4 +211,7 @@ class MachineScaling:
                  f"µs): {raw:,.4g} → {scaled:,.4g} ms at this batch before routing "
                  f"(×{scaled / raw:.3g}); perfcast calibrate (measuring models on this machine) "
                  f"remains the full remedy"]
+        if r.get("bounded"):
+            notes.append(f"probe ratios held within ×{1 / MAX_RATIO:g}–×{MAX_RATIO:g} (a larger "
+                         f"one is more likely a disturbed measurement): {'; '.join(r['bounded'])}")
         return notes
