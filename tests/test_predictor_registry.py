@@ -51,7 +51,10 @@ def test_fit_save_load_predict_identically(name, tiny_feature_set, tmp_path):
     cfg = json.loads((path / "config.json").read_text())
     assert cfg["predictor"] == name and cfg["feature_layout"]
     after = load_predictor(path).predict(fs)
-    np.testing.assert_array_equal(before, after)
+    if name == "gnnllm":  # trained in torch, loaded it answers in numpy (perfcast.predictors.minilm)
+        np.testing.assert_allclose(after, before, rtol=1e-5)
+    else:
+        np.testing.assert_array_equal(before, after)
     assert np.isfinite(before).all() and (before > 0).all()
 
 
