@@ -497,12 +497,16 @@ class GNNLLM(TorchFromWeights, WarmStart, Predictor):
                         layers, layers if bool(gin["params"]["final_act"]) else layers - 1)
                     h = z.mean(0, dtype=np.float32)[None, :]
                     tokens[g] = linear(gelu(linear(h, w, "proj.0")), w, "proj.2")[0]
-            for i, ids in enumerate(seqs):
-                emb = bert.word_embeddings(ids)
+            by_len: dict[int, list[int]] = {}
+            for i, ids in enumerate(seqs):  # sequences of one length run as one stack
+                by_len.setdefault(len(ids), []).append(i)
+            for rows in by_len.values():
+                emb = np.stack([bert.word_embeddings(seqs[i]) for i in rows])
                 if gin is not None:
-                    emb[gpos] = tokens[int(data.graph_index[i])]
-                hidden = bert.forward(emb)[gpos][None, :]
-                out[i] = linear(relu(linear(hidden, w, "head.0")), w, "head.2")[0]
+                    for j, i in enumerate(rows):
+                        emb[j, gpos] = tokens[int(data.graph_index[i])]
+                hidden = bert.forward(emb)[:, gpos]
+                out[rows] = linear(relu(linear(hidden, w, "head.0")), w, "head.2")
         return out
 
     def _numpy_lm(self):

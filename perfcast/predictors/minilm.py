@@ -9,7 +9,7 @@ The weights: the package's ``model.zip`` (found with ``importlib.util.find_spec`
 extracted; the model and tokenizer load from that directory only.
 
 The numpy arithmetic is ``transformers``' ``BertModel`` (absolute positions, token type 0,
-post-layer LayerNorm, exact-erf GELU, softmax attention) and peft's LoRA (``W + (α / r)·B·A`` on
+post-layer LayerNorm, erf GELU, softmax attention) and peft's LoRA (``W + (α / r)·B·A`` on
 the targeted projections) in float32; ``tests/test_numpy_gnn.py`` checks it against torch.
 """
 
@@ -136,12 +136,19 @@ def check_lm(saved: dict[str, Any]) -> None:
 # -- answered in numpy -------------------------------------------------------------------------
 
 F32 = np.float32
-_ERF = np.frompyfunc(math.erf, 1, 1)
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf in float64 by Abramowitz & Stegun 7.1.26 (absolute error ≤ 1.5e-7), vectorised."""
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
+                                                                        + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-z * z))
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """``torch.nn.GELU()`` (the exact, erf form)."""
-    return (0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)).astype(np.float64))).astype(F32)
+    """``torch.nn.GELU()`` (the erf form; erf to 1.5e-7)."""
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1.0 + _erf(x64 / math.sqrt(2.0)))).astype(F32)
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -198,20 +205,23 @@ class Bert:
         return self.sd["embeddings.word_embeddings.weight"][np.asarray(ids, np.int64)]
 
     def forward(self, emb: np.ndarray) -> np.ndarray:
-        """Hidden states ``[L, H]`` of one unpadded sequence from its input embeddings."""
-        sd, n = self.sd, emb.shape[0]
-        x = emb + sd["embeddings.position_embeddings.weight"][:n] \
+        """Hidden states ``[..., L, H]`` from input embeddings ``[..., L, H]``: one unpadded
+        sequence, or a stack of sequences of the same length (no padding, so no mask)."""
+        sd = self.sd
+        x = emb if emb.ndim == 3 else emb[None]
+        b, n = x.shape[0], x.shape[1]
+        x = x + sd["embeddings.position_embeddings.weight"][:n] \
             + sd["embeddings.token_type_embeddings.weight"][0]
         x = layer_norm(x, sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"],
                        self.eps)
-        hs = x.shape[1] // self.heads
+        hs = x.shape[-1] // self.heads
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
-            q, k, v = (linear(x, sd, f"{p}attention.self.{w}").reshape(n, self.heads, hs)
-                       .transpose(1, 0, 2) for w in ("query", "key", "value"))
-            s = (q @ k.transpose(0, 2, 1)) / math.sqrt(hs)
+            q, k, v = (linear(x, sd, f"{p}attention.self.{w}").reshape(b, n, self.heads, hs)
+                       .transpose(0, 2, 1, 3) for w in ("query", "key", "value"))
+            s = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(hs)
             s = np.exp(s - s.max(-1, keepdims=True))
-            ctx = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, -1)
+            ctx = ((s / s.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(b, n, -1)
             x = layer_norm(linear(ctx, sd, f"{p}attention.output.dense") + x,
                            sd[f"{p}attention.output.LayerNorm.weight"],
                            sd[f"{p}attention.output.LayerNorm.bias"], self.eps)
@@ -219,7 +229,8 @@ class Bert:
             x = layer_norm(linear(h, sd, f"{p}output.dense") + x,
                            sd[f"{p}output.LayerNorm.weight"], sd[f"{p}output.LayerNorm.bias"],
                            self.eps)
-        return x.astype(F32, copy=False)
+        x = x.astype(F32, copy=False)
+        return x if emb.ndim == 3 else x[0]
 
 
 def load_bert(folder: str | Path, lora: Mapping | None, scaling: float) -> Bert:
