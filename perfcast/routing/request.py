@@ -172,25 +172,37 @@ class _Request:
         sim = self._memsim[0] if self._memsim else None
         return max(memory_floor_mb(self.summary, self.w), float(sim or 0.0))
 
-    def grid(self, pred, target: str):
+    def grid(self, pred, target: str, only=None):
         """``(batches, values)``: ``pred``'s answers for this request at every
-        :data:`BATCH_GRID` batch (NaN where it gives none), cached per process by predictor,
-        request (batch aside), device and threads."""
+        :data:`BATCH_GRID` batch (NaN where it gives none) — or, with ``only`` (a boolean mask
+        over the grid), at those batches alone (NaN elsewhere: what a learned model read at its
+        home batch needs) — cached per process by predictor, request (batch aside), device,
+        threads and mask."""
         import numpy as np
 
         batches = np.asarray(BATCH_GRID, dtype=np.float64)
+        mask = None if only is None or bool(np.all(only)) else np.asarray(only, dtype=bool)
         mine = _GRID_CACHE.setdefault(pred, {})
-        key = (target, self.w.replace(batch_size=1), self.device.key, self.threads)
+        key = (target, self.w.replace(batch_size=1), self.device.key, self.threads,
+               None if mask is None else mask.tobytes())
         try:
             hit = mine.get(key)
         except TypeError:  # an unhashable in-process module
             key, hit = None, None
         if hit is not None:
             return batches, hit
-        rec = self.record(False, pred.uses_graphs, pred.uses_plans, batches=list(BATCH_GRID))
-        with np.errstate(all="ignore"):  # a model that cannot scale the batch overflows: NaN
-            v = np.asarray(pred.predict(rec)[:, pred.targets_.index(target)], dtype=np.float64)
-            v = np.where(np.isfinite(v) & (v > 0), v, np.nan)
+        want = list(BATCH_GRID) if mask is None else [b for b, m in zip(BATCH_GRID, mask) if m]
+        v = np.full(len(batches), np.nan)
+        if want:
+            rec = self.record(False, pred.uses_graphs, pred.uses_plans, batches=want)
+            with np.errstate(all="ignore"):  # a model that cannot scale the batch overflows
+                got = np.asarray(pred.predict(rec)[:, pred.targets_.index(target)],
+                                 dtype=np.float64)
+            got = np.where(np.isfinite(got) & (got > 0), got, np.nan)
+            if mask is None:
+                v = got
+            else:
+                v[mask] = got
         if key is not None:
             if len(mine) >= 512:
                 mine.pop(next(iter(mine)))
@@ -240,24 +252,32 @@ class _Request:
             key, hit = None, None
         if hit is not None:
             return hit
-        batches, L = self.grid(pred, target)
-        weights, home = None, None
-        C = L
+        weights, home, B = None, None, None
         support = None if getattr(pred, "extrapolates", False) else \
             getattr(pred, "support_", None)
         if support is not None:
             base = self.base_predictor()
             B = self.grid(base, target)[1] if base is not None and base is not pred else None
-            if B is not None:
-                from perfcast.predictors.support import size_of
+        if B is None:
+            batches, L = self.grid(pred, target)
+            C = L
+        else:
+            from perfcast.predictors.support import size_of
 
-                home, weights = support.home(batches, size_of(self.summary), self.w.mode,
-                                             self.w.precision, self.w.model.kind)
-                with np.errstate(all="ignore"):
-                    rho = float(np.log(L[home] / B[home])) if home is not None else 0.0
-                if not np.isfinite(rho):
-                    rho, weights = 0.0, np.zeros_like(weights)
-                C = np.where(np.isfinite(B), B * np.exp(weights * rho), L)
+            batches = np.asarray(BATCH_GRID, dtype=np.float64)
+            home, weights = support.home(batches, size_of(self.summary), self.w.mode,
+                                         self.w.precision, self.w.model.kind)
+            # the learned model is read at its home batch only (and where the base has no
+            # answer): the rest of the curve is the base carrying that residual
+            need = ~np.isfinite(B)
+            if home is not None:
+                need[home] = True
+            L = self.grid(pred, target, only=need)[1]
+            with np.errstate(all="ignore"):
+                rho = float(np.log(L[home] / B[home])) if home is not None else 0.0
+            if not np.isfinite(rho):
+                rho, weights = 0.0, np.zeros_like(weights)
+            C = np.where(np.isfinite(B), B * np.exp(weights * rho), L)
         P = monotone_curve(batches, C, None if weights is None else 1.0 + 9.0 * weights)
         out = (batches, P, weights, L, C, home)
         if key is not None:
