@@ -47,7 +47,8 @@ def test_store_roundtrip_and_export(tmp_path):
 
 def test_collect_is_resumable_and_records_failures(tmp_path):
     store = MeasurementStore(tmp_path / "m.db")
-    sweep = Sweep(models=["timm:resnet18"], batch_sizes=[1, 2, 128], input_sizes=["3,64,64"],
+    # the tiny CNN: a graph key per configuration costs a trace of it, not of a ResNet
+    sweep = Sweep(models=[TINY], batch_sizes=[1, 2, 128], input_sizes=["3,16,16"],
                   modes=["infer", "train"])
     configs = sweep.configs("cpu", threads=1)
     assert len(configs) == 6
@@ -163,14 +164,25 @@ def test_collect_bad_input(tmp_path, capsys):
 
 
 def test_worker_failure_becomes_failed_row(tmp_path):
+    """The worker fails on a model it cannot build (a module's missing function: no timm to
+    import in the new process) and a timeout kills it; both become rows."""
+    from perfcast.profiler.runner import run_isolated
+
+    m = run_isolated(MeasureConfig.of("tests.models_for_tests:no_such_model_xyz",
+                                      input_size="3,16,16"), warmup=0, iters=1, timeout_s=120)
+    assert m.status == "failed" and "no_such_model_xyz" in m.reason
+    t = run_isolated(MeasureConfig.of(TINY, input_size="3,16,16"), warmup=0, iters=1,
+                     timeout_s=0.01)
+    assert t.status == "timeout"
+
+
+@pytest.mark.slow  # timm and torch in a new process; the fast tier fails a cheaper model above
+def test_worker_failure_on_an_unknown_timm_model_becomes_failed_row():
     from perfcast.profiler.runner import run_isolated
 
     m = run_isolated(MeasureConfig.of("timm:no_such_model_xyz"), warmup=0, iters=1,
                      timeout_s=120)
     assert m.status == "failed" and "unknown timm model" in m.reason
-    t = run_isolated(MeasureConfig.of(TINY, input_size="3,16,16"), warmup=0, iters=1,
-                     timeout_s=0.01)
-    assert t.status == "timeout"
 
 
 @pytest.mark.gpu

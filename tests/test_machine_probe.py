@@ -102,6 +102,7 @@ def test_a_changed_key_is_probed_again(probe_dir, monkeypatch):
     assert res.status == "measured" and "another machine key" in res.why and run.calls == 4
 
 
+@pytest.mark.slow  # a new process; the fast tier's CLI acceptance below runs the same real probe
 def test_real_probe_fits_its_budget_in_a_new_process(tmp_path):
     """The probe as a first CPU prediction runs it: a new process, torch imported by it."""
     code = ("import json, time; t = time.perf_counter()\n"
@@ -205,8 +206,12 @@ def test_cli_first_prediction_probes_second_reuses(tmp_path, monkeypatch):
     for n in (n1, n2):
         assert "this machine, probed" in n and "the training machine" in n
         assert "scaled by the probes' ratio" in n and "perfcast calibrate" in n
-    assert len(list((tmp_path / "machine").glob("probe-*.json"))) == 1
+    cached = list((tmp_path / "machine").glob("probe-*.json"))
+    assert len(cached) == 1
     assert second["time_ms"] == pytest.approx(first["time_ms"], rel=1e-9)
+    # the real probe the new process measured: every GEMM size, a positive duration
+    probe = P.Probe.from_dict(json.loads(cached[0].read_text())["probe"])
+    assert set(probe.gemm_gflops) == set(P.GEMM_SIZES) and probe.seconds > 0
 
 
 def test_answer_scales_with_the_probe(tmp_path):

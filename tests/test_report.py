@@ -51,7 +51,8 @@ def test_report_numbers_hang_together(infer_report):
 
 
 def test_training_report_has_three_phases():
-    r = build_report(MODEL, device="rtx3090", batch_size=4, mode="train", decisions=False)
+    r = build_report("timm:resnet10t", device="rtx3090", batch_size=4, input_size="3,64,64",
+                     mode="train", decisions=False)
     assert list(r.phases_ms) == ["forward", "backward", "optimizer"]
     assert sum(r.phases_ms.values()) == pytest.approx(r.prediction["time_ms"], rel=1e-9)
     assert r.phases_ms["backward"] > r.phases_ms["forward"]
