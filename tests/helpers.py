@@ -14,6 +14,16 @@ OPSET = 17
 F32 = TensorProto.FLOAT
 
 
+def hf_spec(folder: Path, name: str, config: dict) -> str:
+    """``hf:<folder>/<name>.json`` after writing ``config`` there: a local Hugging Face config
+    (offline, no hub) that the zoo's ``hf:`` builder reads."""
+    import json
+
+    path = Path(folder) / f"{name}.json"
+    path.write_text(json.dumps(config))
+    return f"hf:{path}"
+
+
 def ctrl_c_as_usual() -> None:
     """``preexec_fn`` of a child a test interrupts with SIGINT: a job started in the background
     by a non-interactive shell (``cmd &``) inherits an ignored SIGINT, which Python and perfcast

@@ -13,6 +13,7 @@ import math
 import pytest
 
 from perfcast.faces.cli import main
+from tests.helpers import hf_spec
 
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -26,16 +27,12 @@ SEQ = 256
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("llama") / "tiny_llama.json"
-    path.write_text(json.dumps(LLAMA))
-    return f"hf:{path}"
+    return hf_spec(tmp_path_factory.mktemp("llama"), "tiny_llama", LLAMA)
 
 
 @pytest.fixture(scope="module")
 def mixtral(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("mixtral") / "tiny_mixtral.json"
-    path.write_text(json.dumps(MIXTRAL))
-    return f"hf:{path}"
+    return hf_spec(tmp_path_factory.mktemp("mixtral"), "tiny_mixtral", MIXTRAL)
 
 
 def _run(capsys, *args) -> tuple[int, dict | None, str]:

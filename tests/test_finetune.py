@@ -12,6 +12,7 @@ import json
 import pytest
 
 from perfcast.errors import PerfcastError
+from tests.helpers import hf_spec
 
 #: Llama proportions at a tiny width: FFN 8/3·d (rounded), 4 heads of which 2 KV heads.
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
@@ -22,9 +23,7 @@ TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_si
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("llama") / "tiny_llama.json"
-    path.write_text(json.dumps(TINY))
-    return f"hf:{path}"
+    return hf_spec(tmp_path_factory.mktemp("llama"), "tiny_llama", TINY)
 
 
 def _predict(model, **kw):

@@ -9,14 +9,13 @@ Fast: a tiny GPT config (the parallel per-layer arithmetic) and the shipped Llam
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfcast
 from perfcast.errors import PerfcastError
+from tests.helpers import hf_spec
 
 SETTINGS = {"deadline": None, "derandomize": True, "database": None, "max_examples": 12,
             "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
@@ -28,9 +27,7 @@ FP8_GPUS = ("h100-sxm", "l40s", "rtx4090", "mi300x", "b200")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("llama") / "tiny_llama.json"
-    path.write_text(json.dumps(TINY))
-    return f"hf:{path}"
+    return hf_spec(tmp_path_factory.mktemp("llama"), "tiny_llama", TINY)
 
 
 @pytest.fixture(scope="module")

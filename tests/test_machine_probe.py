@@ -214,24 +214,31 @@ def test_cli_first_prediction_probes_second_reuses(tmp_path, monkeypatch):
     assert set(probe.gemm_gflops) == set(P.GEMM_SIZES) and probe.seconds > 0
 
 
-def test_answer_scales_with_the_probe(tmp_path):
-    """A machine twice as slow as the training machine in every respect gets answers twice as
-    long (every term scaled by 2, the batch rule shift-equivariant in log time); with the probe
-    off the answer is the training machine's."""
+def _slower_machine(tmp_path, k: float) -> tuple[dict, dict]:
+    """``(scaled, plain)`` answers of :data:`IMAGE` on a machine whose cached probe is ``k``
+    times slower than the training machine's in every respect: with the probe, and with
+    ``PERFCAST_PROBE=off``."""
     from perfcast.predictors import load_predictor
 
     ref, _ = P.reference_at(load_predictor(SHIPPED).reference_probe_, 1)
-    slow = P.Probe(threads=1, gemm_gflops={n: v / 2 for n, v in ref.gemm_gflops.items()},
-                   bandwidth_gbs=ref.bandwidth_gbs / 2, dispatch_fwd_us=ref.dispatch_fwd_us * 2,
-                   dispatch_bwd_us=ref.dispatch_bwd_us * 2, source="test: half speed")
+    slow = P.Probe(threads=1, gemm_gflops={n: v / k for n, v in ref.gemm_gflops.items()},
+                   bandwidth_gbs=ref.bandwidth_gbs / k, dispatch_fwd_us=ref.dispatch_fwd_us * k,
+                   dispatch_bwd_us=ref.dispatch_bwd_us * k, source=f"test: 1/{k:g} speed")
     d = tmp_path / "machine"
     os.environ[P.PROBE_DIR_ENV] = str(d)
     try:
         P.write_cached(P.probe_path(P.machine_key(1)), P.machine_key(1), slow)
     finally:
         del os.environ[P.PROBE_DIR_ENV]
-    scaled = _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "auto"})
-    plain = _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "off"})
+    return (_predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "auto"}),
+            _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "off"}))
+
+
+def test_answer_scales_with_the_probe(tmp_path):
+    """A machine twice as slow as the training machine in every respect gets answers twice as
+    long (every term scaled by 2, the batch rule shift-equivariant in log time); with the probe
+    off the answer is the training machine's."""
+    scaled, plain = _slower_machine(tmp_path, 2.0)
     assert scaled["time_ms"] / plain["time_ms"] == pytest.approx(2.0, rel=1e-6)
     assert any("×2 forward" in n for n in _notes(scaled))
     assert any("PERFCAST_PROBE=off" in n for n in _notes(plain))
@@ -243,21 +250,9 @@ def test_probe_ratios_are_bounded(tmp_path):
     """A probe four times slower than the training machine in every respect scales the answer
     by at most ×2 (``MAX_RATIO``: a larger ratio is more likely a disturbed measurement than
     another machine of the same kind); the note says which ratio was held."""
-    from perfcast.predictors import load_predictor
     from perfcast.predictors.kernelsum_probe import MAX_RATIO
 
-    ref, _ = P.reference_at(load_predictor(SHIPPED).reference_probe_, 1)
-    quarter = P.Probe(threads=1, gemm_gflops={n: v / 4 for n, v in ref.gemm_gflops.items()},
-                      bandwidth_gbs=ref.bandwidth_gbs / 4, dispatch_fwd_us=ref.dispatch_fwd_us * 4,
-                      dispatch_bwd_us=ref.dispatch_bwd_us * 4, source="test: quarter speed")
-    d = tmp_path / "machine"
-    os.environ[P.PROBE_DIR_ENV] = str(d)
-    try:
-        P.write_cached(P.probe_path(P.machine_key(1)), P.machine_key(1), quarter)
-    finally:
-        del os.environ[P.PROBE_DIR_ENV]
-    scaled = _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "auto"})
-    plain = _predict({P.PROBE_DIR_ENV: str(d), "PERFCAST_PROBE": "off"})
+    scaled, plain = _slower_machine(tmp_path, 4.0)
     assert scaled["time_ms"] / plain["time_ms"] == pytest.approx(MAX_RATIO, rel=1e-6)
     assert any("held within" in n for n in _notes(scaled))
 

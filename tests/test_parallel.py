@@ -13,6 +13,7 @@ import pytest
 
 from perfcast.faces.cli import main
 from perfcast.errors import PerfcastError
+from tests.helpers import hf_spec
 
 TINY = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_head": 4,
         "n_layer": 4, "n_positions": 128, "vocab_size": 512, "activation_function": "gelu_new"}
@@ -21,9 +22,7 @@ SEQ = "64"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("gpt") / "tiny_gpt.json"
-    path.write_text(json.dumps(TINY))
-    return f"hf:{path}"
+    return hf_spec(tmp_path_factory.mktemp("gpt"), "tiny_gpt", TINY)
 
 
 def _run(capsys, *args) -> tuple[int, dict | None, str]:

@@ -13,6 +13,7 @@ import pytest
 
 from perfcast.faces.cli import main
 from perfcast.errors import PerfcastError
+from tests.helpers import hf_spec
 
 TINY = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_head": 4,
         "n_layer": 4, "n_positions": 512, "vocab_size": 512, "activation_function": "gelu_new"}
@@ -20,9 +21,7 @@ TINY = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 64
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("gpt") / "tiny_gpt_512.json"
-    path.write_text(json.dumps(TINY))
-    return f"hf:{path}"
+    return hf_spec(tmp_path_factory.mktemp("gpt"), "tiny_gpt_512", TINY)
 
 
 def _estimate(tiny, seq, device="a100-80gb", **layout):

@@ -454,7 +454,7 @@ class TorchFromWeights:
 
     @net_.setter
     def net_(self, net) -> None:
-        self.__dict__.update(_net=net, _weights=None, _lm=None)
+        self.__dict__.update(_net=net, _weights=None)
 
 
 class WarmStart:

@@ -19,6 +19,29 @@ from perfcast.routing.answer import (
 from perfcast.routing.curve import _CURVE_CACHE, _GRID_CACHE, curve_at, monotone_curve
 
 
+#: Answers kept per predictor in :data:`_GRID_CACHE` / :data:`_CURVE_CACHE` (oldest dropped).
+_MEMO_SIZE = 512
+
+
+def _memo_get(cache, pred, key):
+    """``pred``'s entry ``key`` in a per-predictor cache, or ``None`` (also for a key that
+    cannot be hashed: an in-process module's request is not cached)."""
+    try:
+        return cache.setdefault(pred, {}).get(key)
+    except TypeError:
+        return None
+
+
+def _memo_put(cache, pred, key, value) -> None:
+    mine = cache.setdefault(pred, {})
+    try:
+        if key not in mine and len(mine) >= _MEMO_SIZE:
+            mine.pop(next(iter(mine)))
+        mine[key] = value
+    except TypeError:  # an unhashable in-process module: not cached
+        pass
+
+
 class _Request:
     """What one routing needs, built lazily: the graph's summary and PyG data, the simulation,
     one-record feature sets."""
@@ -182,13 +205,9 @@ class _Request:
 
         batches = np.asarray(BATCH_GRID, dtype=np.float64)
         mask = None if only is None or bool(np.all(only)) else np.asarray(only, dtype=bool)
-        mine = _GRID_CACHE.setdefault(pred, {})
         key = (target, self.w.replace(batch_size=1), self.device.key, self.threads,
                None if mask is None else mask.tobytes())
-        try:
-            hit = mine.get(key)
-        except TypeError:  # an unhashable in-process module
-            key, hit = None, None
+        hit = _memo_get(_GRID_CACHE, pred, key)
         if hit is not None:
             return batches, hit
         want = list(BATCH_GRID) if mask is None else [b for b, m in zip(BATCH_GRID, mask) if m]
@@ -203,10 +222,7 @@ class _Request:
                 v = got
             else:
                 v[mask] = got
-        if key is not None:
-            if len(mine) >= 512:
-                mine.pop(next(iter(mine)))
-            mine[key] = v
+        _memo_put(_GRID_CACHE, pred, key, v)
         return batches, v
 
     def base_predictor(self):
@@ -244,12 +260,8 @@ class _Request:
         index or None)``; cached per predictor and request (batch aside)."""
         import numpy as np
 
-        mine = _CURVE_CACHE.setdefault(pred, {})
         key = (target, self.w.replace(batch_size=1), self.device.key, self.threads)
-        try:
-            hit = mine.get(key)
-        except TypeError:  # an unhashable in-process module
-            key, hit = None, None
+        hit = _memo_get(_CURVE_CACHE, pred, key)
         if hit is not None:
             return hit
         weights, home, B = None, None, None
@@ -280,10 +292,7 @@ class _Request:
             C = np.where(np.isfinite(B), B * np.exp(weights * rho), L)
         P = monotone_curve(batches, C, None if weights is None else 1.0 + 9.0 * weights)
         out = (batches, P, weights, L, C, home)
-        if key is not None:
-            if len(mine) >= 512:
-                mine.pop(next(iter(mine)))
-            mine[key] = out
+        _memo_put(_CURVE_CACHE, pred, key, out)
         return out
 
     def run(self, pred, with_memsim: bool, target: str) -> float | None:

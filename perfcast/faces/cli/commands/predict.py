@@ -94,16 +94,12 @@ def _print_single(p, coverage: float) -> None:
     out.print(t)
     for target, prov in p.trained_on.items():
         if isinstance(prov, dict) and prov.get("records"):
-            recs = prov["records"]
-            by = recs if isinstance(recs, dict) else {}  # records per source (the power model)
-            n = sum(int(v) for v in by.values() if isinstance(v, (int, float))) if by else \
-                int(recs) + int(prov.get("early_stopping_records", 0) or 0)
-            src = prov.get("source", [])
-            src = ", ".join(src[:3] if isinstance(src, list) else [str(src)]) if src else \
-                ", ".join(f"{k} {v:,}" for k, v in by.items() if isinstance(v, (int, float)))
-            fams = prov.get("families")
-            fams = len(fams) if isinstance(fams, (dict, list)) else fams
-            fam = f" ({fams} families)" if fams else ""
+            recs = prov["records"]  # a count, or counts per source (the power model)
+            n = sum(recs.values()) if isinstance(recs, dict) else \
+                recs + prov.get("early_stopping_records", 0)
+            src = ", ".join(prov.get("source", [])[:3])
+            fam = prov.get("families")  # model families (a count); the power model's are chips
+            fam = f" ({fam} families)" if isinstance(fam, int) else ""
             out.print(f"[dim]{target}: trained on {n:,} records{fam}{': ' + src if src else ''}"
                       f"[/dim]", highlight=False)
     for n in p.notes:  # every note, repeats included (as always)
