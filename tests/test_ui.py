@@ -1,8 +1,10 @@
 """perfcast ui without a browser: what the model box and the uploads accept, errors as messages,
-the generic prediction table, and two requests at once through Gradio's queue (gradio_client)."""
+the generic prediction table, two requests at once through Gradio's queue (gradio_client), and
+the fine-tuning boxes (the commands' refusals, the API's memory)."""
 
 from __future__ import annotations
 
+import html
 import json
 import socket
 from pathlib import Path
@@ -252,6 +254,7 @@ def test_notes_are_grouped_and_collapsible():
     assert "time per batch interval calibrated on held-out GPUs" in box
 
 
+@pytest.mark.slow
 def test_two_requests_at_once_are_queued(tmp_path):
     pytest.importorskip("gradio")
     from gradio_client import Client, handle_file
@@ -290,3 +293,88 @@ def test_without_gradio_the_command_says_what_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "gradio", None)  # import gradio → ImportError
     assert main(["ui", "--port", "7999"]) == 2
     assert "pip install 'perfcast[ui]'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ fine-tuning
+LLAMA3 = "hf:meta-llama/Meta-Llama-3-8B"
+
+
+@pytest.mark.parametrize("form, argv", [
+    # a LoRA box in infer mode, --finetune in infer / generate mode
+    ({"lora_rank": 8}, ["--lora-rank", "8"]),
+    ({"lora_targets": "q_proj"}, ["--lora-targets", "q_proj"]),
+    ({"finetune": "qlora"}, ["--finetune", "qlora"]),
+    ({"mode": "generate", "input_len": 8, "output_len": 8, "finetune": "lora"},
+     ["--mode", "generate", "--input-len", "8", "--output-len", "8", "--finetune", "lora"]),
+    # the adapters' boxes without --finetune lora / qlora
+    ({"mode": "train", "lora_rank": 8}, ["--mode", "train", "--lora-rank", "8"]),
+    ({"mode": "train", "finetune": "full", "lora_targets": "v_proj"},
+     ["--mode", "train", "--finetune", "full", "--lora-targets", "v_proj"]),
+    # the workload's rules
+    ({"mode": "train", "finetune": "qlora", "precision": "fp32"},
+     ["--mode", "train", "--finetune", "qlora", "--precision", "fp32"]),
+    ({"mode": "train", "finetune": "lora", "lora_targets": "q_prj"},
+     ["--mode", "train", "--finetune", "lora", "--lora-targets", "q_prj"]),
+    ({"mode": "train", "finetune": "lora", "lora_rank": -2},
+     ["--mode", "train", "--finetune", "lora", "--lora-rank", "-2"]),
+    ({"mode": "train", "finetune": "lora", "model": "resnet50"},
+     ["--mode", "train", "--finetune", "lora"]),
+])
+def test_finetune_refusals_are_the_commands(form, argv, capsys):
+    """A bad fine-tuning combination gives the page the one-line message ``perfcast predict``
+    gives for the same options (asked here, not copied)."""
+    from perfcast.faces.cli import main
+
+    model = form.pop("model", LLAMA3)
+    assert main(["predict", model, "--device", "rtx4090", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    r = run_request(Request(model=model, devices=["rtx4090"], **form))
+    assert 'class="pc-error"' in r.status and r.table == "", r.status
+    assert html.escape(err[len("error: "):]) in r.status, (err, r.status)
+
+
+def test_adapter_boxes_at_their_start_are_not_sent():
+    """The rank box starts at the schema's default (16): left there it is not sent unless
+    --finetune is lora / qlora, so a train request without fine-tuning is not refused."""
+    from perfcast.faces.ui.form import SHOWN, form_values, start_value
+    from perfcast.request.fields import BY_NAME
+
+    page = {n: start_value(BY_NAME[n]) for n in SHOWN}
+    assert (page["finetune"], page["lora_rank"], page["lora_targets"]) == ("auto", 16, None)
+    for mode, finetune in (("infer", "auto"), ("train", "auto"), ("train", "full")):
+        v = form_values(Request(**{**page, "mode": mode, "finetune": finetune}))
+        assert "lora_rank" not in v and "lora_targets" not in v, (mode, finetune)
+    v = form_values(Request(**{**page, "mode": "train", "finetune": "qlora",
+                               "lora_targets": "q_proj, v_proj"}))
+    assert (v["finetune"], v["lora_rank"], v["lora_targets"]) == ("qlora", 16, "q_proj, v_proj")
+
+
+def test_qlora_through_the_page_is_the_apis_answer():
+    """The page's QLoRA request is the API's: the same memory per GPU and breakdown (frozen
+    base, adapters, their gradients and optimizer state, activations …), whether it fits, and
+    the largest batch of perfcast fit; no roofline chart (a note says why)."""
+    from perfcast.api import predict
+    from perfcast.decisions.answer import answer
+    from perfcast.faces.report import with_unit
+
+    opts = {"mode": "train", "finetune": "qlora", "seq_len": 2048, "lora_rank": 16}
+    api = predict(LLAMA3, device="rtx4090", **opts).to_dict()
+    r = run_request(Request(model=LLAMA3, devices=["rtx4090"], iterations=10, **opts))
+    assert 'class="pc-ok"' in r.status and "qlora fine-tuning (rank 16)" in r.status, r.status
+    (got,) = r.predictions
+    assert got["memory_mb"] == api["memory_mb"] and got["fits"] == api["fits"]
+    assert got["memory_breakdown_mb"] == api["memory_breakdown_mb"]
+    assert {"weights", "adapters", "gradients", "optimizer_state",
+            "activations"} <= set(api["memory_breakdown_mb"])
+    for key, mib in api["memory_breakdown_mb"].items():
+        assert f'<td data-key="{key}">{html.escape(with_unit(mib, "MiB"))}</td>' in r.memory
+    assert "weights (the frozen base)" in r.memory and "gradients (of the adapters)" in r.memory
+    total = with_unit(api["memory_mb"], "MiB")
+    fits = f"{'yes' if api['fits'] else 'no'} (of {with_unit(api['capacity_mb'], 'MiB')})"
+    assert f'<td data-key="predicted_device_mb">{total}</td>' in r.memory
+    assert f'<td data-key="fits">{fits}</td>' in r.memory
+    fit = answer("fit", {"model": LLAMA3, "device": "rtx4090", "precision": got["precision"],
+                         **opts}).to_dict()
+    assert f"<td>{with_unit(fit['max_batch_size'], 'samples')}</td>" in r.decisions
+    assert r.roofline_png is None and "no roofline chart" in r.notes

@@ -10,10 +10,12 @@ and :mod:`~perfcast.faces.ui.app` (:func:`build_app`, :func:`serve`).
 
 In: a model — a timm / torchvision name, ``hf:<id>`` of a shipped config, or an uploaded
 ``.onnx`` or ``config.json`` — the workload's fields (mode, precision, batch size, input size
-or sequence length; input / output length, engine and llama.cpp's batches for ``generate``),
+or sequence length; ``--finetune`` / ``--lora-rank`` / ``--lora-targets`` for a training step
+of an ``hf:`` LLM; input / output length, engine and llama.cpp's batches for ``generate``),
 one or several registry devices and/or an uploaded device spec (JSON), and the job (length,
 grid region, ranking objective). Out: the prediction per device with its sources and
-intervals (every key of ``perfcast predict --json``), the memory breakdown, the largest batch
+intervals (every key of ``perfcast predict --json``), the memory breakdown (a fine-tuning
+step: the answer's own per GPU, with its total and whether it fits), the largest batch
 that fits, the MIG profile, cost and CO2e of the job, the devices ranked and the roofline chart
 of the first device.
 
@@ -35,6 +37,7 @@ Safety (the page may be opened by anyone who can reach the port):
 
 from perfcast.faces.ui.app import LAYOUT, build_app, component, serve
 from perfcast.faces.ui.form import (
+    ADAPTER_FIELDS,
     AUTO,
     INPUTS,
     MAX_DEVICES,
@@ -58,8 +61,8 @@ from perfcast.faces.ui.render import (
     ranking_png,
 )
 
-__all__ = ["AUTO", "INPUTS", "LAYOUT", "MAX_DEVICES", "MAX_UPLOAD_MB", "SHOWN", "UPLOADS",
-           "Request", "Result", "UIError", "build_app", "component", "decisions_table",
-           "device_from_upload", "elem_id", "form_values", "memory_table", "model_from_text",
-           "model_from_upload", "notes_box", "prediction_table", "ranking_png", "run_request",
-           "serve"]
+__all__ = ["ADAPTER_FIELDS", "AUTO", "INPUTS", "LAYOUT", "MAX_DEVICES", "MAX_UPLOAD_MB",
+           "SHOWN", "UPLOADS", "Request", "Result", "UIError", "build_app", "component",
+           "decisions_table", "device_from_upload", "elem_id", "form_values", "memory_table",
+           "model_from_text", "model_from_upload", "notes_box", "prediction_table",
+           "ranking_png", "run_request", "serve"]

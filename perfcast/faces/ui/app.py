@@ -27,7 +27,8 @@ from perfcast.faces.ui.handler import run_request
 
 #: The form's inputs by column and row (every name of :data:`~perfcast.faces.ui.form.INPUTS` once).
 LAYOUT = ((("model", "model_file"), ("mode", "precision"),
-           ("batch_size", "input_size", "seq_len"), ("input_len", "output_len"),
+           ("batch_size", "input_size", "seq_len"), ("finetune", "lora_rank", "lora_targets"),
+           ("input_len", "output_len"),
            ("engine", "kv_cache_dtype", "n_batch", "n_ubatch")),
           (("devices", "device_file"), ("iterations", "region", "objective")))
 #: The uploads' labels.

@@ -6,7 +6,8 @@ what the page alone takes: the uploads (a model, a device spec) and the names-on
 One rule for every box: empty, 0 in a number box and the empty choice (``auto``) are *not
 given* — the command's default. The page shows every box whatever the mode, so a box left at its
 starting value is not sent for a mode it does not apply to; changed, it is sent and refused by
-the request with its one-line message.
+the request with its one-line message. The same holds for the adapters' boxes (``lora_rank``,
+``lora_targets``) while ``finetune`` is not ``lora`` / ``qlora`` (:data:`ADAPTER_FIELDS`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.request.fields import BY_NAME, Field
+from perfcast.workload.finetune import ADAPTER_METHODS
 
 #: The schema fields the page shows, in the form's order.
-SHOWN = ("model", "mode", "precision", "batch_size", "input_size", "seq_len", "input_len",
-         "output_len", "engine", "kv_cache_dtype", "n_batch", "n_ubatch", "devices", "iterations", "region",
-         "objective")
+SHOWN = ("model", "mode", "precision", "batch_size", "input_size", "seq_len", "finetune",
+         "lora_rank", "lora_targets", "input_len", "output_len", "engine", "kv_cache_dtype",
+         "n_batch", "n_ubatch", "devices", "iterations", "region", "objective")
+#: The boxes that shape ``--finetune``'s adapters: they apply to ``finetune`` lora / qlora only
+#: (:data:`perfcast.workload.finetune.ADAPTER_METHODS`; the request says so when they are given
+#: without it), so a box left at its starting value is not sent without them.
+ADAPTER_FIELDS = ("lora_rank", "lora_targets")
 #: The page's own inputs (not request fields): an uploaded model and an uploaded device spec.
 UPLOADS = {"model_file": "model", "device_file": "devices"}
 #: Every input of the form, in order (an upload after the field it stands in for).
@@ -145,13 +151,15 @@ def form_values(form) -> dict[str, Any]:
     hands to :func:`perfcast.decisions.answer.answer`."""
     mode_field = BY_NAME["mode"]
     mode = parse(mode_field, form.mode) or mode_field.default
+    adapters = parse(BY_NAME["finetune"], form.finetune) in ADAPTER_METHODS
     out = {}
     for f in shown_fields():
         v = parse(f, getattr(form, f.name))
         if v is None:
             continue
-        if mode in mode_field.choices and not f.applies(mode) and \
-                v == parse(f, start_value(f)):
+        applies = (f.applies(mode) or mode not in mode_field.choices) and \
+            (adapters or f.name not in ADAPTER_FIELDS)
+        if not applies and v == parse(f, start_value(f)):
             continue  # left at its starting value, in a box that does not apply
         out[f.name] = v
     return out
@@ -289,7 +297,7 @@ def device_from_upload(path: Any, into: Path, limit_mb: float):
     return register_device(dev), note
 
 
-__all__ = ["AUTO", "INPUTS", "MAX_DEVICES", "MAX_UPLOAD_MB", "SHOWN", "UPLOADS", "Request",
-           "UIError", "choices", "device_from_upload", "elem_id", "form_values", "info",
-           "label", "model_from_text", "model_from_upload", "parse", "shown_fields",
-           "start_value"]
+__all__ = ["ADAPTER_FIELDS", "AUTO", "INPUTS", "MAX_DEVICES", "MAX_UPLOAD_MB", "SHOWN",
+           "UPLOADS", "Request", "UIError", "choices", "device_from_upload", "elem_id",
+           "form_values", "info", "label", "model_from_text", "model_from_upload", "parse",
+           "shown_fields", "start_value"]

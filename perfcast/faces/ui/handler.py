@@ -127,7 +127,8 @@ def _run(form, tmp: Path, limit_mb: float, progress) -> Result:
     request("rank", values_for("rank", {**base, **job, "devices": keys}))
     cost = {k: v for k, v in job.items() if first.mode != "generate" or k != "iterations"}
     request("cost", values_for("cost", {**base, **cost, "device": devices[0].key}))
-    run = _run_generation if first.mode == "generate" else _run_graph
+    run = (_run_generation if first.mode == "generate" else
+           _run_layout if first.workload.distributed else _run_graph)
     r = run(base, job, label, devices, notes, progress)
     r.ranking_png = _ranking(base, job, label, keys, notes)
     r.notes = notes_box(notes, r.predictions)
@@ -212,6 +213,68 @@ def _run_graph(base: dict[str, Any], job: dict[str, Any], label: str, devices: l
                   roofline_png=roofline, predictions=dicts)
 
 
+#: How the memory table names the parts of a LoRA / QLoRA step (the answer's keys otherwise).
+ADAPTER_LABELS = {"weights": "weights (the frozen base)", "adapters": "adapters (trained)",
+                  "gradients": "gradients (of the adapters)",
+                  "optimizer_state": "optimizer state (of the adapters)"}
+
+
+def _run_layout(base: dict[str, Any], job: dict[str, Any], label: str, devices: list,
+                notes: list, progress) -> Result:
+    """A training step the per-layer transformer arithmetic answers (``finetune``: full, LoRA
+    or QLoRA of an ``hf:`` LLM): predictions per device, the answer's own memory breakdown per
+    GPU (weights — the frozen base —, adapters, their gradients and optimizer state,
+    activations, logits, runtime …) with its total and whether it fits, the largest batch and
+    the cost (``perfcast fit`` / ``cost`` with the same options). No tensor simulation and no
+    roofline chart (they cover one device's traced graph), no MIG profile (``perfcast mig``
+    takes no ``--finetune``): notes say so."""
+    from perfcast.decisions.answer import answer, request
+    from perfcast.decisions.mig import mig_devices
+    from perfcast.faces.report import fmt, values_for
+    from perfcast.workload.finetune import ADAPTER_METHODS
+
+    w = request("predict", values_for("predict", {**base, "device": devices[0].key})).workload
+    n = len(devices)
+    dicts, mems, decs = [], [], []
+    for i, dev in enumerate(devices):
+        p, d = _predict(base, dev, i, n, progress, label)
+        dicts.append(d)
+        notes.extend((dev.key, x) for x in p.notes)
+        mems.append({"memory_breakdown_mb": d.get("memory_breakdown_mb"),
+                     "predicted_device_mb": d.get("memory_mb"),
+                     "capacity_mb": d.get("capacity_mb"), "fits": d.get("fits")})
+        progress(0.45 + 0.45 * i / n, f"largest batch and cost on {dev.key}")
+        values = {**base, **job, "precision": d.get("precision"),
+                  "batch_size": d.get("batch_size"), "device": dev.key}
+        dec: dict[str, Any] = {"fit": None, "mig": None, "cost": None}
+        for name, what in (("fit", "largest batch"), ("cost", "cost")):
+            v = {k: x for k, x in values.items() if name != "fit" or k != "batch_size"}
+            try:
+                dec[name] = answer(name, values_for(name, v)).to_dict()
+            except PerfcastError as exc:
+                notes.append((dev.key, f"{what}: {exc}"))
+        if dev.key in mig_devices():
+            try:  # the command's own refusal, as a note
+                request("mig", {k: values[k] for k in ("model", "mode", "device", "finetune")})
+            except PerfcastError as exc:
+                notes.append((dev.key, f"MIG: {exc}"))
+        decs.append(dec)
+    notes.append((None, f"--finetune {w.finetune}: the memory is the per-GPU arithmetic of "
+                        f"the answer (no tensor simulation) and there is no roofline chart "
+                        f"(it covers one device's traced graph)"))
+    method = f"{w.finetune} fine-tuning" + (f" (rank {w.lora_rank})"
+                                            if w.finetune in ADAPTER_METHODS else "")
+    d0 = dicts[0]
+    tokens = d0.get("seq_len") or w.seq_len
+    status = (f"{label} — train, {method}, {d0.get('precision')}, batch "
+              f"{fmt(d0.get('batch_size'))}" + (f" × {fmt(tokens)} tokens" if tokens else "")
+              + f" on {', '.join(d.key for d in devices)}")
+    labels = ADAPTER_LABELS if w.finetune in ADAPTER_METHODS else None
+    return Result(status=message(status), table=prediction_table(dicts),
+                  memory=memory_table(devices, mems, labels),
+                  decisions=decisions_table(devices, decs), predictions=dicts)
+
+
 def _run_generation(base: dict[str, Any], job: dict[str, Any], label: str, devices: list,
                     notes: list, progress) -> Result:
     """generate: predictions per device, the largest batch, MIG (MIG GPUs) and the cost of
@@ -258,4 +321,4 @@ def _ranking(base: dict[str, Any], job: dict[str, Any], label: str, keys: str,
     return ranking_png(label, r.to_dict(), objective, job.get("iterations"))
 
 
-__all__ = ["JOB", "Result", "run_request"]
+__all__ = ["ADAPTER_LABELS", "JOB", "Result", "run_request"]

@@ -75,10 +75,20 @@ def prediction_table(preds: list[dict[str, Any]]) -> str:
             f"<th>quantity</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
-def memory_table(devices: list, mems: list[dict[str, Any] | None]) -> str:
+#: The rows under an answer's own breakdown (``memory_breakdown_mb``), where its dicts have them.
+_TOTALS = (("memory per device (total)", "predicted_device_mb"),
+           ("device memory", "capacity_mb"), ("fits", "fits"))
+
+
+def memory_table(devices: list, mems: list[dict[str, Any] | None],
+                 labels: dict[str, str] | None = None) -> str:
     """Memory breakdown per device (MiB): parameters, gradients, optimizer state, activations
-    at the peak, inputs and buffers, runtime overhead and other, predicted total — or, for
-    generation, the answer's own breakdown (weights, KV cache …)."""
+    at the peak, inputs and buffers, runtime overhead and other, predicted total — or the
+    answer's own breakdown (``memory_breakdown_mb``: generation's weights, KV cache …; a
+    fine-tuning step's weights, adapters, gradients, optimizer state, activations …), each
+    part named by ``labels`` where it has one, then the total, the device's memory and whether
+    it fits, where the dicts carry them (``predicted_device_mb``, ``capacity_mb``,
+    ``fits``)."""
     from perfcast.faces.report import with_unit
 
     e = html.escape
@@ -92,14 +102,22 @@ def memory_table(devices: list, mems: list[dict[str, Any] | None]) -> str:
     gen = [m.get("memory_breakdown_mb") if m else None for m in mems]
     if any(gen):
         keys = list(dict.fromkeys(k for g in gen if g for k in g))
-        parts = tuple((k, k) for k in keys)
-        mems = [g or {} for g in gen]
+        parts = tuple(((labels or {}).get(k, k), k) for k in keys) + _TOTALS
+        mems = [{**(g or {}), **{k: m.get(k) for _, k in _TOTALS if m and k in m}}
+                for g, m in zip(gen, mems)]
+
+    def text(key: str, v: Any, m: dict[str, Any] | None) -> str:
+        if key == "fits" and isinstance(v, bool) and (m or {}).get("capacity_mb") is not None:
+            return f"{'yes' if v else 'no'} (of {with_unit(m['capacity_mb'], 'MiB')})"
+        return with_unit(v, "MiB")
+
     for name, key in parts:
         vals = [m.get(key) if m else None for m in mems]
         if all(v is None for v in vals):
             continue
         rows.append(f"<tr><th>{e(name.replace('_', ' '))}</th>"
-                    + "".join(f"<td>{e(with_unit(v, 'MiB'))}</td>" for v in vals) + "</tr>")
+                    + "".join(f'<td data-key="{e(key)}">{e(text(key, v, m))}</td>'
+                              for v, m in zip(vals, mems)) + "</tr>")
     if not rows:
         return "<p>No memory breakdown (no tensor simulation for this model).</p>"
     head = "".join(f"<th>{e(d.key)}</th>" for d in devices)
