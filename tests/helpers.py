@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 from pathlib import Path
 
@@ -79,18 +80,26 @@ def shown_commands(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _cli_command():
+    """The CLI's click command tree (typer builds it in ~50 ms; once per session here)."""
+    import typer.main
+
+    from perfcast.faces.cli import app
+
+    return typer.main.get_command(app)
+
+
 def parse_command(line: str) -> None:
     """Parse one ``perfcast …`` command line against the command line's own definition (the
     options, their types, the required ones) without running it; raises what click raises."""
     import shlex
 
-    import typer.main
-
-    from perfcast.faces.cli import _fill_optional_values, app
+    from perfcast.faces.cli import _fill_optional_values
 
     argv = _fill_optional_values(shlex.split(line))
     assert argv[0] == "perfcast", line
-    cmd, i = typer.main.get_command(app), 1
+    cmd, i = _cli_command(), 1
     while i < len(argv) and argv[i] in (getattr(cmd, "commands", None) or {}):
         cmd, i = cmd.commands[argv[i]], i + 1
     assert i > 1, f"no such command: {line}"

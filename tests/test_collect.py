@@ -45,6 +45,7 @@ def test_store_roundtrip_and_export(tmp_path):
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+@pytest.mark.slow
 def test_collect_is_resumable_and_records_failures(tmp_path):
     store = MeasurementStore(tmp_path / "m.db")
     # the tiny CNN: a graph key per configuration costs a trace of it, not of a ResNet

@@ -89,6 +89,7 @@ def test_second_collector_refused_names_holder(tmp_path, fast, capsys):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_wait_waits_until_free_then_collects(tmp_path, fast, capsys):
     db = tmp_path / "m.db"
     hold = 1.5
@@ -104,6 +105,7 @@ def test_wait_waits_until_free_then_collects(tmp_path, fast, capsys):
     assert not (tmp_path / "m.db.lock").exists()  # released
 
 
+@pytest.mark.slow
 def test_stale_lock_of_dead_process_taken_over(tmp_path, fast, capsys):
     db = tmp_path / "m.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -156,6 +158,7 @@ def test_lock_released_on_error_and_interrupt(tmp_path, fast, exc):
         pass
 
 
+@pytest.mark.slow
 def test_retry_failed_keeps_old_rows_until_replaced(tmp_path, fast):
     """--retry-failed replaces a failed row in the same transaction as the new one: stopped
     midway, the rows it had not re-measured are still there."""

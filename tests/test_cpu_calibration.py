@@ -58,12 +58,14 @@ def test_gpu_profile_on_cuda():
 
 
 @pytest.fixture(scope="module")
-def cpu_fs(tmp_path_factory):
-    """A few measured CPU records of small models (the project's dataset) with kernel plans."""
+def cpu_fs(session_graph_cache):
+    """A few measured CPU records of small models (the project's dataset) with kernel plans —
+    their graphs from the session's store of labeled graphs (``tiny_feature_set`` builds the
+    same records' graphs)."""
     from perfcast.datasets import load_local_cpu
     from perfcast.labeled import feature_set
 
-    store = tmp_path_factory.mktemp("store")
+    store = session_graph_cache.parent / "labeled"
     old = os.environ.get("PERFCAST_GRAPH_STORE")
     os.environ["PERFCAST_GRAPH_STORE"] = str(store)
     try:
@@ -256,6 +258,7 @@ def test_op_calls_time_real_ops():
     assert op_call("gather", [(4, 4)], [(4, 4)], {}) is None  # no call: priced on its roofline
 
 
+@pytest.mark.slow
 def test_kernelsum_with_operator_model(cpu_fs, tmp_path):
     from perfcast.predictors import create_predictor, load_predictor
 

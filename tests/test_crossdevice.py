@@ -34,7 +34,8 @@ def _plan(spec, **kw):
 
 
 @pytest.mark.parametrize("spec,kw", [("timm:resnet10t", {"input_size": 64}),
-                                     ("hf:gpt2", {"seq_len": 16})])
+                                     pytest.param("hf:gpt2", {"seq_len": 16},
+                                                  marks=pytest.mark.slow)])
 def test_plan_from_two_batches_equals_the_graph_at_any_batch(spec, kw):
     plan = _plan(spec, **kw)
     g7 = get_graph(Workload.of(spec, batch_size=7, **kw))
@@ -50,22 +51,24 @@ def test_plan_from_two_batches_equals_the_graph_at_any_batch(spec, kw):
                    for k in plan.kernels(4, mode="train", optimizer="none"))
 
 
-def test_kernel_table_equals_lowering_each_batch():
+@pytest.mark.parametrize("spec,kw", [("timm:resnet10t", {"input_size": 64}),
+                                     pytest.param("hf:gpt2", {"seq_len": 16},
+                                                  marks=pytest.mark.slow)])
+def test_kernel_table_equals_lowering_each_batch(spec, kw):
     """The batch grid's kernel table (three lowerings, the rest arithmetic) is the kernel list
     of every batch, batch 1 and repeated batches included."""
     from perfcast.features.kernels import kernel_row
 
-    for spec, kw in (("timm:resnet10t", {"input_size": 64}), ("hf:gpt2", {"seq_len": 16})):
-        plan = _plan(spec, **kw)
-        batches = [1, 2, 7, 7, 64, 3, 1000]
-        for mode, prec in (("infer", "amp"), ("train", "fp32")):
-            t = plan.kernel_table(batches, mode=mode, precision=prec,
-                                  optimizer="adam").to_pandas()
-            for i, b in enumerate(batches):
-                got = t[t["item"] == i].drop(columns=["batch", "item"]).reset_index(drop=True)
-                want = pd.DataFrame([kernel_row(k) for k in plan.kernels(
-                    b, mode=mode, precision=prec, optimizer="adam")])
-                pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False)
+    plan = _plan(spec, **kw)
+    batches = [1, 2, 7, 7, 64, 3, 1000]
+    for mode, prec in (("infer", "amp"), ("train", "fp32")):
+        t = plan.kernel_table(batches, mode=mode, precision=prec,
+                              optimizer="adam").to_pandas()
+        for i, b in enumerate(batches):
+            got = t[t["item"] == i].drop(columns=["batch", "item"]).reset_index(drop=True)
+            want = pd.DataFrame([kernel_row(k) for k in plan.kernels(
+                b, mode=mode, precision=prec, optimizer="adam")])
+            pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False)
 
 
 def test_no_kernel_time_below_its_roofline(tmp_path):

@@ -118,6 +118,7 @@ def test_shared_file_single_gpu_pytorch_results():
     assert set(df["precision"]) <= {"fp32", "amp", "fp16"} and set(df["device"]) == {"v100-16gb"}
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data(DP_SCALING_FILE, "gpumemnet-timm-train-memory-a100.csv",
                          "pytorch-gpu-benchmark-torchvision.csv")
 def test_load_all_adds_them_and_leaves_every_task_unchanged():

@@ -194,6 +194,7 @@ def test_one_energy_code_path():
 
 
 # --------------------------------------------------------------------------- Zeus data
+@pytest.mark.slow
 def test_zeus_workloads_build_and_count_lstm_flops():
     from perfcast.cache import get_graph
     from perfcast.features.records import GraphSummary, learning_workload

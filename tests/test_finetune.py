@@ -109,7 +109,8 @@ def test_adapters_counted_from_the_config(tiny):
         assert any("finetune: lora" in n for n in p.notes)
 
 
-@pytest.mark.parametrize("device", ["a100-80gb", "rtx4090"])
+@pytest.mark.parametrize("device", [pytest.param("a100-80gb", marks=pytest.mark.slow),
+                                    "rtx4090"])
 def test_lora_needs_no_more_than_full_and_qlora_no_more_than_lora(tiny, device):
     """The issue's property: for the same step, LoRA's memory ≤ full fine-tuning's and
     QLoRA's ≤ LoRA's — over sequence lengths, batches, recomputation, ranks and targets (a

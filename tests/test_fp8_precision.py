@@ -181,6 +181,7 @@ def test_one_gpu_bf16_is_autocast_bf16_pure_is_the_model_cast(tiny):
     assert any(n.startswith("fp8: + ") for n in est["fp8"].notes)
 
 
+@pytest.mark.slow
 def test_one_gpu_extra_precisions_are_routed_as_bf16_with_the_physics(tiny):
     kw = dict(device="h100-sxm", mode="train", batch_size=8, seq_len=512, optimizer="adamw")
     bf16 = perfcast.predict(tiny, precision="bf16", **kw)

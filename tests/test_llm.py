@@ -150,8 +150,9 @@ def test_generate_on_a_spec_file(tmp_path, capsys):
     assert any("not among the measured accelerators" in n for n in d["notes"])
 
 
-@pytest.mark.parametrize("device,engine", [("mi300x", "vllm"), ("rtx4090", "trt-llm"),
-                                           ("a100-40gb", "llama.cpp")])
+@pytest.mark.parametrize("device,engine", [
+    ("mi300x", "vllm"), pytest.param("rtx4090", "trt-llm", marks=pytest.mark.slow),
+    ("a100-40gb", "llama.cpp")])
 def test_more_work_never_serves_faster(device, engine):
     """A longer prompt, a longer output or more sequences (in every engine, llama.cpp's too:
     --batch-size is concurrent requests) never make a request faster, nor its time per output

@@ -232,6 +232,7 @@ def test_plan_json_ranking_and_slo_filter(capsys):
     assert 5 / w["replicas"] < w["saturation_rate"]
 
 
+@pytest.mark.slow
 def test_plan_tight_slo_has_no_winner_and_more_rate_more_gpus():
     import perfcast
 

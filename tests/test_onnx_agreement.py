@@ -143,6 +143,7 @@ def test_tiny_transformer_block_opset18_decompositions(tmp_path: Path) -> None:
     assert res["groups"]["attention"]["onnx"] == 0 and res["groups"]["dense"]["onnx"] == 6
 
 
+@pytest.mark.slow
 def test_resnet18_agrees(tmp_path: Path) -> None:
     torchvision = pytest.importorskip("torchvision")
     from perfcast.frontends import build_graph

@@ -314,6 +314,7 @@ def test_plan_wrong_gpu_count_and_cluster_misuse(tiny, capsys):
 
 
 # --------------------------------------------------------------------------- plan
+@pytest.mark.slow
 def test_plan_ranks_every_layout_of_8_gpus(tiny, capsys):
     rc, d, err = _run(capsys, "plan", tiny, "--gpus", "8", "--device", "a100-80gb",
                       "--precision", "bf16", "--batch-size", "64", "--seq-len", SEQ, "--json",

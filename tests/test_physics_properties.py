@@ -138,7 +138,7 @@ def _a_better_gpu_is_never_slower(registered, d, gains, model, mode, precision, 
 
 test_a_better_gpu_is_never_slower, \
     test_a_better_gpu_is_never_slower_full = tiers(
-        8, 40, d=numbers,
+        5, 40, d=numbers,
         gains=gains_of([1.0, 1.0, 1.05, 1.5, 2.0, 4.0]),
         model=st.sampled_from(MODELS), mode=st.sampled_from(["infer", "train"]),
         precision=st.sampled_from(["fp32", "amp", "bf16"]),

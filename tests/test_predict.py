@@ -214,6 +214,7 @@ def test_train_recipe(tmp_path, monkeypatch, tiny_feature_set):
     assert np.isfinite(load_predictor(tmp_path / "out" / "cpu-fp32").predict(tiny_feature_set)).all()
 
 
+@pytest.mark.slow
 def test_overlapped_simulation_matches_inline(use_shipped):
     """The CLI's cold path (simulation in a forked child while the graph is built) gives the
     same memory as the inline simulation, with and without an explicit input size."""
@@ -246,6 +247,7 @@ def test_simulation_job_reports_errors(monkeypatch):
         job.result()
 
 
+@pytest.mark.slow
 def test_import_pyg_defers_datasets():
     code = ("import sys; from perfcast.features.pyg import import_pyg; import_pyg(); "
             "from torch_geometric.nn import SAGEConv; "

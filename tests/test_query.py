@@ -70,6 +70,7 @@ def test_measured_with_spread_and_date(tmp_path, capsys, no_prediction):
     assert "2026-05-03" in text
 
 
+@pytest.mark.slow
 def test_not_measured_is_predicted_then_queued_then_measured(tmp_path, capsys, monkeypatch):
     db = tmp_path / "m.db"
     st = MeasurementStore(db)

@@ -48,6 +48,7 @@ def _rates(device: str, shapes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return peak, np.full(len(shapes), float(dev.bandwidth_gbs))
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data("vidur/compute/mlp-a100.csv")
 def test_a_gpu_that_beats_another_prices_every_vidur_operator_no_slower():
     """For every pair of registry GPUs and every sampled operator: where X's peak of the

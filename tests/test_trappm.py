@@ -61,6 +61,7 @@ def gae_dir(graphs, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_load_corpus_matches_graph_data(corpus_dir, graphs, tmp_path):
     import csv
 

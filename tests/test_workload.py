@@ -93,6 +93,7 @@ def test_measure_config_keys_are_those_of_existing_stores():
     assert MeasureConfig.from_dict(cfg.to_dict()) == cfg
 
 
+@pytest.mark.slow
 def test_optimizer_none_is_forward_and_backward_only():
     """``--optimizer none``: the training graph has no update nodes, the simulation no optimizer
     state, the profiler no step — what NeuSight labels as training."""
