@@ -151,6 +151,20 @@ def end_to_end(frame: pd.DataFrame, serving: pd.DataFrame | None = None
     return pd.DataFrame(rows), d
 
 
+def end_to_end_by_workload(d: pd.DataFrame) -> pd.DataFrame:
+    """Per workload (every held-out GPU): the predicted step time's MAPE, the measured ÷
+    predicted time (median, lowest, highest) and the energy per epoch's MAPE."""
+    rows = []
+    for key, x in [*d.groupby("workload"), ("all", d)]:
+        r = x["t0_ms"] / x["pred_t0_ms"]
+        rows.append({"workload": key, "configs": len(x),
+                     "time_at_default": mape(x["pred_t0_ms"], x["t0_ms"]),
+                     "measured_over_predicted_median": float(r.median()),
+                     "lowest": float(r.min()), "highest": float(r.max()),
+                     "energy_per_epoch": mape(x["e2e_energy_j"], x["energy_per_epoch_j"])})
+    return pd.DataFrame(rows)
+
+
 #: Per-row held-out end-to-end predictions (what ``perfcast predict`` answers for energy on an
 #: unseen GPU): read by ``benchmarks/uncertainty_report.py`` to calibrate the ``energy_j``
 #: intervals of the ``power-model`` answer.
@@ -214,6 +228,10 @@ def main() -> int:
     if "--end-to-end" in sys.argv:
         e2e, e2e_rows = end_to_end(frame, serving)
         res["end_to_end_gpu"] = e2e.to_dict(orient="records")
+        e2e_w = end_to_end_by_workload(e2e_rows)
+        res["end_to_end_workload"] = e2e_w.to_dict(orient="records")
+        resid = end_to_end_rows(e2e_rows)["residual"]
+        q05, q50, q95 = (float(v) for v in np.quantile(resid, [0.05, 0.5, 0.95]))
         OUT.mkdir(parents=True, exist_ok=True)
         end_to_end_rows(e2e_rows).to_csv(OUT / END_TO_END_CSV, index=False, float_format="%.6g")
         e2e_md = f"""
@@ -226,11 +244,45 @@ epoch = predicted power × predicted time × steps; beside TDP × predicted time
 
 {md(e2e)}
 
-Per row (time, power, energy per step, log residual): `{END_TO_END_CSV}` — the held-out
-residuals `benchmarks/uncertainty_report.py` calibrates the `energy_j` intervals on.
+Per workload (all four held-out GPUs; `measured_over_predicted`: measured ÷ predicted step
+time):
 
-The traces' times include the data loader and Python (NCF and small-batch ShuffleNet are far
-from the GPU's roofline), which a graph-based time predictor does not see.
+{md(e2e_w, "{:.2f}")}
+
+Per row (time, power, energy per step, log residual): `{END_TO_END_CSV}` — the held-out
+residuals `benchmarks/uncertainty_report.py` calibrates the `energy_j` intervals on
+(log(measured / predicted energy) 5 / 50 / 95 %: {q05:.2f} / {q50:.2f} / {q95:.2f}).
+
+Why the predicted time is far below the measured one for some workloads (issue #42). The traces
+give a time per **epoch** (`time_per_epoch`, `../shared/data/README.md`); a step's time is it ÷
+the steps of an epoch (`perfcast/zoo/zeus.py`), so it holds everything the training script does
+per step, not only the GPU's kernels:
+
+* **The host's training loop** (data loader, Python, an optimizer looping over parameter
+  tensors, `zero_grad`, a loss read back every step). NCF's GPU is near idle (≈ 38 W on the
+  V100, its idle draw) and its step stays ≈ 3 ms (A40, V100) / 6-7 ms (P100, RTX 6000 hosts)
+  from batch 4 to 512, then grows with the batch (per-sample collation); ShuffleNet's and
+  BERT's smallest batches take 33-37 ms (A40, V100) / ≈ 60 ms (the other two hosts) whatever the
+  batch. Per kernel of perfcast's training-step plan that is ≈ 60-90 µs on the faster hosts and
+  ≈ 2× on the slower ones, where the crossdevice queue's dispatch (fitted on benchmark loops
+  with synthetic data) is 5 µs: a property of the script and its host, not of the GPU or the
+  graph, and nothing a spec sheet gives for a held-out GPU. Not modelled; it is what the
+  `energy_j` interval's upper side covers.
+* **DeepSpeech2's recurrence** was priced as one fully parallel operator reading its weights
+  once. Its 635 time steps depend on each other and each streams the layer's recurrent weights
+  (16.8 MB per direction in fp32, more than any of these GPUs' L2): the kernel plan now counts
+  those reads (`perfcast.features.kernels.recurrent_weight_bytes`, forward and backward). The
+  crossdevice answer for a V100 at batch 8 went from 184 to 943 ms; the answer perfcast gives is
+  still capped lower by the dominance rule (`perfcast.anchors`: the RTX 2080 Ti's own learned
+  model, trained on torchvision CNNs, answers these `module:` specs too). The rest is open: with
+  LibriSpeech train-clean-100's 28,539 utterances per epoch the measured steps imply ≈ 2.6 s per
+  step at batch 2-8 on the V100 with the GPU drawing 62 % of its TDP, 10× what streaming the
+  recurrent weights takes; with the 960-hour set (281,241) they match it, but then the large
+  batches would run above the V100's FP32 peak (mixed precision would explain both) — the
+  traces do not say which.
+* **Sentiment140 at 128 tokens** is over-predicted (≈ 2× at batch ≥ 16): the measured steps
+  would need ≈ 26 TFLOPS on the V100 (FP32 peak 14) at 128 tokens, so the run used shorter
+  (tweet-length, dynamically padded) sequences or half precision; the traces do not say which.
 """
     (OUT / "results.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
     g, w = text["gpu"], text["workload"]

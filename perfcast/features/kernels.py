@@ -11,7 +11,11 @@ sum of its kernels, each priced by the operator-level model
   ``stream`` kernel (bytes in + bytes out, the bandwidth bound) for what the operator model has
   no measurements of: depthwise / grouped convolutions, pooling, reductions, memory movement,
   embeddings, ``other``. View ops (``reshape``, ``transpose``, ``split`` …), constants and
-  inference dropout launch nothing. Attention (``sdpa``) is lowered as the unfused
+  inference dropout launch nothing. A recurrent layer (``lstm``, ``gru``, ``rnn``) is a stream
+  kernel too, whose bytes include each recurrent weight matrix read once per time step
+  (:func:`recurrent_weight_bytes`): its T steps depend on each other, so the recurrent GEMM is
+  issued T times and streams its weights each time (cuDNN's standard algorithm; a layer's
+  ``W_hh`` — 16.8 MB for an fp32 LSTM of 1,024 — is larger than a GPU's L2). Attention (``sdpa``) is lowered as the unfused
   ``bmm → softmax → bmm`` in fp32 and as one fused GEMM-shaped kernel (``B·heads × S × Skv``
   over ``K = d_qk + d_v``: the FLOPs of both products) in fp16 / bf16 / amp, where PyTorch
   runs FlashAttention.
@@ -126,6 +130,26 @@ def _stream(in_shapes, out_shapes, flops: float, precision: str, phase: str,
                   stream_flops=float(flops) * scale)
 
 
+#: Recurrent graph ops (a whole sequence through one or more layers, both directions).
+RECURRENT = frozenset({"lstm", "gru", "rnn"})
+
+
+def recurrent_weight_bytes(in_shapes: list, dtype_bytes: int) -> float:
+    """The bytes a recurrent node (``aten.lstm`` / ``gru`` / ``rnn_*``: input ``x``, the 3-D
+    initial states ``[layers·directions, N, H]``, then per layer and direction ``W_ih``,
+    ``W_hh`` and biases) reads beyond its tensors once: every ``W_hh`` once per time step, ``T =
+    tokens / N`` (the batch ``N`` from the initial state, so either layout of ``x``). 0 when the
+    shapes do not say (no 3-D state: an unbatched call)."""
+    if not in_shapes or len(in_shapes[0]) < 2:
+        return 0.0
+    states = [s for s in in_shapes[1:] if len(s) == 3]
+    if not states or int(states[0][1]) < 1:
+        return 0.0
+    steps = _numel(in_shapes[0][:-1]) // int(states[0][1])
+    mats = [s for s in in_shapes[1:] if len(s) == 2]  # W_ih, W_hh of each layer-direction
+    return float(max(0, steps - 1) * sum(_numel(s) for s in mats[1::2]) * dtype_bytes)
+
+
 def lower_node(op: str, in_shapes: list, out_shapes: list, attrs: dict[str, Any],
                flops: float, precision: str, name: str = "") -> list[Kernel]:
     """The forward kernels of one graph node (``[]`` for views and constants)."""
@@ -186,7 +210,10 @@ def lower_node(op: str, in_shapes: list, out_shapes: list, attrs: dict[str, Any]
             kop += "u"
         return [Kernel(kop, "elementwise", _rows_h(out), _dtype_bytes("elementwise", precision),
                        "forward", name)]
-    return [_stream(in_shapes, out_shapes, flops, precision, "forward", name)]
+    k = _stream(in_shapes, out_shapes, flops, precision, "forward", name)
+    if op in RECURRENT:
+        k.stream_bytes += recurrent_weight_bytes(in_shapes, k.dtype_bytes)
+    return [k]
 
 
 def backward_of(k: Kernel, precision: str) -> list[Kernel]:
@@ -362,4 +389,5 @@ class KernelPlan:
 
 
 __all__ = ["ELEMENTWISE", "KERNEL_CLASSES", "Kernel", "KernelPlan", "OPTIMIZER_PASSES",
+           "RECURRENT", "recurrent_weight_bytes",
            "backward_of", "kernel_row", "lower_graph", "lower_node", "optimizer_kernels"]
