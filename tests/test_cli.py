@@ -27,7 +27,7 @@ def test_inspect_json_keys(capsys):
 
 
 def test_inspect_human_output(capsys):
-    assert main(["inspect", "torchvision:resnet18", "--mode", "train"]) == 0
+    assert main(["inspect", "timm:resnet10t", "--input-size", "3,64,64", "--mode", "train"]) == 0
     text = capsys.readouterr().out
     assert "backward" in text and "parameters" in text
 

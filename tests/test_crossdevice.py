@@ -195,6 +195,7 @@ def test_tensor_core_kernels_and_amd_matrix_cores():
     assert peak_unit("conv", "fp32", dev("a100-40gb"), "off") == "fp32"
 
 
+@pytest.mark.slow
 def test_attention_fused_in_half_precision_only():
     plan = _plan("hf:gpt2", seq_len=16)
     ops = lambda prec: [k.kernel_class for k in plan.kernels(2, precision=prec)]  # noqa: E731

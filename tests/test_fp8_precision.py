@@ -165,6 +165,7 @@ def test_fp8_serving_never_slower_than_16_bits(batch, inp, out, tp, engine):
 
 
 # ---------------------------------------------------------------------------- one GPU
+@pytest.mark.slow
 def test_one_gpu_bf16_is_autocast_bf16_pure_is_the_model_cast(tiny):
     """The simulated step: bf16 keeps fp32 weights, gradients and AdamW state (16 bytes a
     parameter, as amp), bf16-pure 16-bit ones (8 bytes); fp8 adds 2 bytes per linear weight."""

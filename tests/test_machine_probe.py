@@ -246,6 +246,7 @@ def test_answer_scales_with_the_probe(tmp_path):
     assert math.isfinite(plain["time_ms"])
 
 
+@pytest.mark.slow
 def test_probe_ratios_are_bounded(tmp_path):
     """A probe four times slower than the training machine in every respect scales the answer
     by at most ×2 (``MAX_RATIO``: a larger ratio is more likely a disturbed measurement than

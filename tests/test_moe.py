@@ -137,6 +137,7 @@ def test_switch_train_traces(small_switch):
     assert sum(1 for n in g.nodes if "routed_tokens" in n.attrs) == 2 * E
 
 
+@pytest.mark.slow
 def test_tied_embeddings_train(tmp_path):
     """A tied weight (GPT-2's lm_head = wte) is one parameter of the training graph."""
     from perfcast.zoo.hf import resolve_hf_config
@@ -151,6 +152,7 @@ def test_tied_embeddings_train(tmp_path):
     assert sum(1 for n in updates if n.attrs["param"].endswith(("wte.weight", "lm_head.weight"))) == 1
 
 
+@pytest.mark.slow
 def test_grouped_mm_experts_cost_tokens_times_k():
     """Experts stored as 3-D tensors (Mixtral …) run through transformers' grouped matmul over
     the tokens × k selected rows: counted as such, forward and backward."""

@@ -258,6 +258,7 @@ def test_import_pyg_defers_datasets():
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_unknown_predictor_name_is_an_error_with_the_nearest_name():
     """Issue #23: `--predictor dipm` (typo) → exit 2 naming the valid names; a known name
     without a model for the device still answers with the default one and a note."""

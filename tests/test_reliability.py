@@ -59,7 +59,8 @@ JSON_COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("name", list(JSON_COMMANDS))
+@pytest.mark.parametrize("name", [  # report's own JSON: tests/test_report.py; all: the slow tier
+    pytest.param(n, marks=pytest.mark.slow) if n == "report" else n for n in JSON_COMMANDS])
 def test_json_output_is_strict(name, capsys, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in JSON_COMMANDS[name]]
     if name == "query":  # an empty store: every answer is the prediction, marked as such

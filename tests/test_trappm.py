@@ -94,6 +94,7 @@ def test_load_corpus_matches_graph_data(corpus_dir, graphs, tmp_path):
         load_corpus(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_gae_pretraining_learns_and_checkpoints(gae_dir, graphs):
     from perfcast.features.records import FEATURE_LAYOUT_VERSION
     from perfcast.pretrain import load_encoder
