@@ -119,6 +119,7 @@ def test_gae_pretraining_learns_and_checkpoints(gae_dir, graphs):
     np.testing.assert_allclose(enc.embed_graphs(graphs).numpy(), emb.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow  # a training recipe (the fast tier: the encoder and corpus tests above)
 def test_graphmae_pretraining(graphs, tmp_path):
     from perfcast.pretrain import load_encoder, pretrain
 
