@@ -225,6 +225,16 @@ def _workload_options(w: Workload) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
+
+def _bound(x) -> str:
+    """A field's limit as the message prints it: whole numbers in full (``1,048,576``, not
+    ``1.04858e+06``; below 100,000 without separators), others in ``%g``."""
+    if x is None:
+        return ""
+    if float(x).is_integer():
+        return f"{int(x):,}" if abs(x) >= 100_000 else str(int(x))
+    return f"{x:g}"
+
 def _check_value(f: Field, v: Any, command: str | None = None) -> None:
     """A field's value on its own: its kind, its choices, a positive size or count."""
     if v is None:
@@ -248,14 +258,15 @@ def _check_value(f: Field, v: Any, command: str | None = None) -> None:
         if f.exclusive and lo is not None and hi is not None:
             low_bad = v <= lo
         if low_bad or high_bad:
+            lo_s, hi_s = _bound(lo), _bound(hi)
             if lo is not None and hi is not None:
-                what = (f"between {lo:g} and {hi:g} (exclusive)" if f.exclusive
-                        else f"in {lo:g}..{hi:g}")
+                what = (f"between {lo_s} and {hi_s} (exclusive)" if f.exclusive
+                        else f"in {lo_s}..{hi_s}")
             elif lo is not None:
                 what = ("positive" if lo == 0 and f.exclusive else
-                        f"≥ {lo:g}" if not f.exclusive else f"> {lo:g}")
+                        f"≥ {lo_s}" if not f.exclusive else f"> {lo_s}")
             else:
-                what = f"≤ {hi:g}"
+                what = f"≤ {hi_s}"
             raise PerfcastError(f"{flag} must be {what}"
                                 + (f" ({f.unit})" if f.unit else "") + f", got {v!r}")
     allowed = f.allowed(command) if f.name not in ("model",) else None
