@@ -225,7 +225,6 @@ def _workload_options(w: Workload) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-
 def _bound(x) -> str:
     """A field's limit as the message prints it: whole numbers in full (``1,048,576``, not
     ``1.04858e+06``; below 100,000 without separators), others in ``%g``."""
@@ -234,6 +233,7 @@ def _bound(x) -> str:
     if float(x).is_integer():
         return f"{int(x):,}" if abs(x) >= 100_000 else str(int(x))
     return f"{x:g}"
+
 
 def _check_value(f: Field, v: Any, command: str | None = None) -> None:
     """A field's value on its own: its kind, its choices, a positive size or count."""
