@@ -55,6 +55,23 @@ def test_fp8_peaks_given_or_derived_and_refused_without_fp8_units():
         assert "\n" not in msg and "h100-sxm" in msg and "mi300x" in msg and key in msg
 
 
+def test_an_fp8_architecture_without_a_tensor_peak_says_what_to_add():
+    """A Hopper sheet (compute capability 9.0) with no FP16 / FP8 tensor peak: FP8 units, but
+    nothing to derive their peak from — the error says which field to add, not "no FP8"."""
+    from perfcast.devices import Device
+    from perfcast.devices.fp8 import require_fp8
+
+    row = {"key": "hopper-sheet", "name": "Hopper sheet", "kind": "gpu", "vendor": "NVIDIA",
+           "memory_gb": 80, "bandwidth_gbs": 3350, "peak_fp32_tflops": 67, "sm_count": 132,
+           "compute_capability": "9.0"}
+    with pytest.raises(PerfcastError) as e:
+        require_fp8(Device.from_dict(row))
+    msg = str(e.value)
+    assert "\n" not in msg and "has FP8 tensor cores" in msg and "peak_fp16_tflops" in msg
+    peak, notes = require_fp8(Device.from_dict({**row, "peak_fp16_tflops": 989.0}))
+    assert peak == pytest.approx(1978.0) and "derived" in notes[0]
+
+
 def test_fp8_on_a_gpu_without_it_is_a_one_line_error(tiny):
     for mode, extra in (("train", {"data_parallel": 2, "batch_size": 4, "seq_len": 512}),):
         with pytest.raises(PerfcastError, match="no FP8 tensor cores"):

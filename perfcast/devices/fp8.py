@@ -36,6 +36,13 @@ def require_fp8(device, what: str = "--precision fp8") -> tuple[float, list[str]
     peak, notes = fp8_peak_tflops(device)
     if peak:
         return peak, notes
+    from perfcast.devices.derive import has_fp8_units
+
+    if has_fp8_units(device):  # an FP8 architecture whose sheet gives no tensor peak to derive
+        raise PerfcastError(f"{what}: {device.key} has FP8 tensor cores (by its architecture), but "
+                            f"its spec gives neither peak_fp8_tflops nor the dense "
+                            f"peak_fp16_tflops it is derived from (2 × FP16); add one of them "
+                            f"to the spec file")
     arch = getattr(device, "architecture", "") or getattr(device, "vendor", "") or "?"
     raise PerfcastError(f"{what}: {device.key} ({arch}) has no FP8 tensor cores; FP8 runs on "
                         f"NVIDIA Ada, Hopper and Blackwell and AMD MI300 — in the registry "

@@ -51,6 +51,9 @@ class Estimate:
         """The estimate of an engine's answer (its kind from its fields)."""
         if isinstance(details, Estimate):
             return details
+        notes = getattr(details, "notes", None)
+        if isinstance(notes, list):  # one note said by two paths is said once, in order
+            notes[:] = list(dict.fromkeys(notes))
         if hasattr(details, "ttft_ms"):
             return cls("generation", details)
         if hasattr(details, "breakdown_ms"):
