@@ -20,19 +20,21 @@ from perfcast.request.single import (  # noqa: F401  (the names the API always h
     predict_workload,
     with_defaults,
 )
-from perfcast.workload import DEFAULT_OPTIMIZER, LAYOUT_KEYWORDS, Workload
+from perfcast.workload import LAYOUT_KEYWORDS, OPTIMIZER_NOT_GIVEN, Workload
 
 
 def as_workload(model: Any, *, batch_size: int | None = None, input_size: Any = None,
                 seq_len: int | None = None, mode: str = "infer", precision: str | None = "fp32",
-                optimizer: str = DEFAULT_OPTIMIZER,
+                optimizer: Any = OPTIMIZER_NOT_GIVEN,
                 example_inputs: tuple | None = None, **options: Any) -> Workload:
     """``model`` if it is a :class:`Workload` (the other options must be left at their
     defaults), else ``Workload.of(model, ...)`` — ``options``: the generation fields
     (``input_len``, ``output_len``, ``engine``; llama.cpp's ``n_batch``, ``n_ubatch``) and the
     layout (``layout`` or
     ``data_parallel``, ``tensor_parallel``, ``pipeline_parallel``, ``micro_batch_size``,
-    ``recompute``, ``zero``, ``schedule``)."""
+    ``recompute``, ``zero``, ``schedule``). The ``optimizer`` not given is the model's source's
+    (:func:`perfcast.workload.default_optimizer`: AdamW for ``hf:`` training, else SGD with
+    momentum)."""
     if isinstance(model, Workload):
         given = {"batch_size": batch_size, "input_size": input_size, "seq_len": seq_len,
                  "example_inputs": example_inputs, **options}
@@ -71,7 +73,8 @@ def parse_request(model: Any, **kwargs: Any) -> tuple[Workload, dict[str, Any]]:
 
 def load_graph(model: Any, *, batch_size: int | None = None,
                input_size: tuple[int, ...] | str | None = None, seq_len: int | None = None,
-               mode: str = "infer", precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
+               mode: str = "infer", precision: str = "fp32",
+               optimizer: Any = OPTIMIZER_NOT_GIVEN,
                example_inputs: tuple | None = None, use_cache: bool = True) -> ModelGraph:
     """Computation graph of ``model``: a spec string (``timm:resnet50``, ``hf:gpt2``, ``model.onnx`` …), an ``nn.Module`` or a
     :class:`Workload` — or, with the framework's extra, a Keras model, a ``paddle.nn.Layer``

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.workload import DEFAULT_OPTIMIZER, Workload
+from perfcast.workload import OPTIMIZER_NOT_GIVEN, Workload
 
 #: The targets a query answers → their unit.
 TARGETS = {"time_ms": "ms per batch", "memory_mb": "MiB", "energy_j": "J per batch"}
@@ -202,7 +202,7 @@ def _resolve(model, device: str, batch_size, input_size, seq_len, mode, precisio
 
 def query(model: Any, *, device: str, store: str, batch_size: int | None = None,
           input_size: Any = None, seq_len: int | None = None, mode: str = "infer",
-          precision: str | None = None, optimizer: str = DEFAULT_OPTIMIZER,
+          precision: str | None = None, optimizer: Any = OPTIMIZER_NOT_GIVEN,
           threads: int | None = None, predictor: str | None = None,
           enqueue: Callable[[Workload, str, int | None], bool] | None = None,
           use_cache: bool = True) -> QueryResult:
@@ -217,7 +217,7 @@ def query(model: Any, *, device: str, store: str, batch_size: int | None = None,
 
     w, dev, precision_note = _resolve(model, device, batch_size, input_size, seq_len, mode,
                                       precision, optimizer, threads)
-    notes: list[str] = [precision_note] if precision_note else []
+    notes: list[str] = ([precision_note] if precision_note else []) + w.optimizer_notes()
     with StoreReader(store) as st:
         rows = _pick_threads(_rows(st, w, dev.key, threads), threads, notes)
         shown = st.target
@@ -274,14 +274,14 @@ def apply_measurements(p, store: str, *, threads: int | None = None, optimizer: 
     """``p`` (a :class:`~perfcast.api.Prediction`) with the values ``store`` measured for its
     workload in place of the predicted ones (``predictor[target] = "measured"``; throughput,
     fits and power recomputed; a note per measured target names the store, the date and the
-    spread). Returns ``p``."""
+    spread; ``optimizer``: the prediction's, ``None`` = the model's default). Returns ``p``."""
     from perfcast.devices import get_device
     from perfcast.measured import StoreReader
 
     dev = get_device(p.device)
     w = Workload.of(p.model, batch_size=p.batch_size, input_size=p.input_size,
                     seq_len=p.seq_len, mode=p.mode, precision=p.precision,
-                    optimizer=optimizer or DEFAULT_OPTIMIZER)
+                    optimizer=optimizer or OPTIMIZER_NOT_GIVEN)
     notes: list[str] = []
     with StoreReader(store) as st:
         rows = _pick_threads(_rows(st, w, dev.key, threads), threads, notes)

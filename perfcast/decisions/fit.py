@@ -223,11 +223,14 @@ def _fit_graph(req, dev, capacity: float, profile) -> FitResult:
     elif layout:
         notes.append(f"a global batch of {batch_of(1):,} needs {mem(1) * (1 + margin):,.0f} MiB "
                      f"per GPU with the margin; {where} has {capacity:,.0f} MiB")
-        # what needs it (--finetune answers say their memory breakdown)
-        notes.extend(n for n in p_ref.notes if n.startswith("memory per GPU (MiB)"))
+        # what needs it (--finetune answers say their memory breakdown; the optimizer not
+        # given, its state)
+        notes.extend(n for n in p_ref.notes
+                     if n.startswith(("memory per GPU (MiB)", "optimizer:")))
     else:
         notes.append(f"batch 1 needs {mem(1) * (1 + margin):,.0f} MiB with the margin; "
                      f"{where} has {capacity:,.0f} MiB")
+        notes.extend(n for n in p_ref.notes if n.startswith("optimizer:"))
     if hi is None:
         notes.append(f"batch {batch_of(limit):,} (the search limit) still fits")
     if best is not None and best[1].kind == "single":

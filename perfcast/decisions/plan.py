@@ -395,6 +395,7 @@ def _precision(w, dev, notes):
         notes.append(f"precision: {p} (none given: the GPU's 16-bit training precision)")
         w = w.replace(precision=p)
     notes.extend(training_precision_notes(w.precision, dev))  # fp8: refused without FP8 units
+    notes.extend(w.optimizer_notes())
     return w
 
 

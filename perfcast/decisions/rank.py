@@ -218,6 +218,7 @@ def rank_request(req) -> Ranking:
     else:
         notes.append("cost: each device's provider, instance and price date are in its notes "
                      "(--json), and in these notes with --objective cost")
+    notes.extend(req.workload.optimizer_notes())
     notes.extend(f"{k}: left out — {e}" for k, e in refused)
     return Ranking(model=label, mode=mode, batch_size=batch_size, objective=objective,
                    iterations=iterations, devices=rows, notes=notes)

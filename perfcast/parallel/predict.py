@@ -245,6 +245,7 @@ def predict_parallel(w: Workload, device, *, cluster: Any = None,
     from perfcast.devices.fp8 import training_precision_notes
 
     notes.extend(training_precision_notes(w.precision, device))
+    notes.extend(w.optimizer_notes())
     if w.model.kind == "hf" and _is_transformer(w):
         return _transformer(w, device, cl, notes, use_cache, power_limit_w, eff, coll)
     if single is None:

@@ -31,6 +31,7 @@ from perfcast.workload import (
     ENGINES,
     FLASH_ATTENTION,
     GENERATE_PRECISIONS,
+    HF_DEFAULT_OPTIMIZER,
     KV_CACHE_DTYPES,
     LLAMA_CPP_N_BATCH,
     LLAMA_CPP_N_UBATCH,
@@ -257,9 +258,12 @@ FIELDS: tuple[Field, ...] = (
                f"(int8 / int4: weight-only; fp8: FP8 weights and activations, vLLM / "
                f"TensorRT-LLM; the upper-case ones are llama.cpp's GGUF formats; "
                f"default fp16)"),
-    Field("optimizer", "str", "workload", default=DEFAULT_OPTIMIZER, choices=OPTIMIZERS,
+    Field("optimizer", "str", "workload", choices=OPTIMIZERS,
           modes=("train",), commands=_GRAPH_CMDS + ("memory",) + _R,
-          help="Training optimizer (none: forward + backward, no optimizer step)"),
+          help=f"Training optimizer (none: forward + backward, no optimizer step; default: "
+               f"{HF_DEFAULT_OPTIMIZER} for hf: models, as Hugging Face Trainer, Megatron-LM "
+               f"and llm-foundry train them, else {DEFAULT_OPTIMIZER}, as timm's and "
+               f"torchvision's reference recipes)"),
     Field("tf32", "str", "workload", default="default", choices=TF32_MODES, modes=GRAPH,
           commands=_GRAPH_CMDS + _R,
           help="How fp32 matmuls and convolutions run on GPUs with TF32 units (Ampere and "

@@ -90,7 +90,8 @@ def adjust(out, w: Workload, routed: Workload, device, graph, use_cache: bool = 
 
     p, b = w.precision, int(w.batch_size)
     out.precision = p
-    out.notes[:0] = training_precision_notes(p, device) if w.mode == "train" else []
+    out.notes[:0] = training_precision_notes(p, device) + w.optimizer_notes() \
+        if w.mode == "train" else []
     out.notes.append(f"precision: no learned model has {p} measurements — answered as the "
                      f"bf16 request, then the physics of the difference (the support rule)")
     if w.mode != "train":  # bf16-pure inference is bf16 inference: the weights in bf16

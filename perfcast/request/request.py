@@ -20,7 +20,7 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.request.fields import ALIASES, BY_NAME, Field, fields_of
-from perfcast.workload import LAYOUT_KEYWORDS, MAX_SIZE, Workload
+from perfcast.workload import LAYOUT_KEYWORDS, MAX_SIZE, OPTIMIZER_NOT_GIVEN, Workload
 
 #: Fields whose value lives in the :class:`~perfcast.workload.Workload` (its layout keywords and
 #: serving fields included); the rest are options or the decision's own.
@@ -140,6 +140,8 @@ class Request:
             wk = {k: values[k] for k in WORKLOAD_FIELDS if k in values}
             if "precision" not in given:
                 wk["precision"] = None  # the device's measured one; generate: the engine's
+            if "optimizer" not in given:
+                wk["optimizer"] = OPTIMIZER_NOT_GIVEN  # the model's source decides
             _finetune_defaults(wk, given)
             if command == "plan" and "pipeline_parallel" not in given:
                 # plan searches what the layout leaves unset: a schedule is checked against
@@ -197,22 +199,22 @@ class Request:
 
 def _finetune_defaults(wk: dict[str, Any], given: frozenset[str]) -> None:
     """``--finetune``'s defaults in the workload's keywords ``wk``: the adapters' rank and
-    projections only with ``lora`` / ``qlora`` (given without them, the workload refuses them),
-    and AdamW when no optimizer is given (the optimizer of PEFT / TRL fine-tuning recipes)."""
+    projections only with ``lora`` / ``qlora`` (given without them, the workload refuses them).
+    The optimizer not given is the workload's default for ``hf:`` models, AdamW (that of PEFT /
+    TRL fine-tuning recipes too: :func:`perfcast.workload.default_optimizer`)."""
     from perfcast.workload.finetune import ADAPTER_METHODS
 
     method = wk.get("finetune")
     for name in ("lora_rank", "lora_targets"):
         if name not in given and method not in ADAPTER_METHODS:
             wk.pop(name, None)
-    if method is not None and "optimizer" not in given:
-        wk["optimizer"] = "adamw"
 
 
 def _workload_options(w: Workload) -> dict[str, Any]:
     """A :class:`Workload`'s fields as request options (the ones it sets)."""
     d = {"batch_size": w.batch_size, "input_size": w.input_size, "seq_len": w.seq_len,
-         "mode": w.mode, "precision": w.precision, "optimizer": w.optimizer,
+         "mode": w.mode, "precision": w.precision,
+         "optimizer": None if w.optimizer_defaulted else w.optimizer,
          "tf32": w.tf32, "engine": w.engine, "input_len": w.input_len,
          "output_len": w.output_len, "n_batch": w.n_batch, "n_ubatch": w.n_ubatch,
          "kv_cache_dtype": w.kv_cache_dtype, "finetune": w.finetune,

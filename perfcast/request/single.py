@@ -183,7 +183,7 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     elif w.mode == "train":
         from perfcast.devices.fp8 import training_precision_notes
 
-        out.notes[:0] = training_precision_notes(w.precision, dev)
+        out.notes[:0] = training_precision_notes(w.precision, dev) + w.optimizer_notes()
     if out.energy_j and out.time_ms:
         out.power_w = out.energy_j / (out.time_ms / 1e3)
     else:

@@ -49,6 +49,7 @@ from perfcast.workload.choices import (  # noqa: F401
     GENERATE_PRECISIONS,
     GGUF_PRECISIONS,
     GRAPH_MODES,
+    HF_DEFAULT_OPTIMIZER,
     INPUT_KINDS,
     INTERLEAVED_CHUNKS,
     KV_CACHE_DTYPES,
@@ -67,7 +68,7 @@ from perfcast.workload.choices import (  # noqa: F401
     TRAIN_PRECISION_MEANING,
     ZERO_STAGES,
 )
-from perfcast.workload.core import Workload
+from perfcast.workload.core import OPTIMIZER_NOT_GIVEN, Workload, default_optimizer
 from perfcast.workload.layout import LAYOUT_KEYWORDS, LAYOUT_OPTIONS, Layout
 from perfcast.workload.spec import (
     ModelSpec,
@@ -81,7 +82,8 @@ from perfcast.workload.spec import (
 )
 
 __all__ = ["DEFAULT_ENGINE", "DEFAULT_OPTIMIZER", "ENGINES", "FLASH_ATTENTION",
-           "GENERATE_PRECISIONS",
+           "GENERATE_PRECISIONS", "HF_DEFAULT_OPTIMIZER", "OPTIMIZER_NOT_GIVEN",
+           "default_optimizer",
            "GGUF_PRECISIONS", "GRAPH_MODES", "LLAMA_CPP_N_BATCH", "LLAMA_CPP_N_UBATCH",
            "INPUT_KINDS", "INTERLEAVED_CHUNKS", "LAYOUT_KEYWORDS", "LAYOUT_OPTIONS", "Layout",
            "MAX_GPUS", "MAX_SIZE", "MODES", "ModelSpec", "OPTIMIZERS", "PRECISIONS", "RECOMPUTE",

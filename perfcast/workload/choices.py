@@ -104,7 +104,15 @@ MAX_SERVING_DEVICES = 64
 #: Training optimizers (torch.optim): SGD, SGD with momentum 0.9, Adam, AdamW — and ``none``:
 #: forward + backward without an optimizer step (what NeuSight and others label "training").
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "none")
+#: The optimizer of a training step whose request names none, by the model's source
+#: (:func:`perfcast.workload.default_optimizer`): SGD with momentum — timm's and torchvision's
+#: reference recipes, and the optimizer of the measured vision data — for every model but
+#: ``hf:`` ones, and of a dataset record's run that does not say which
+#: (:attr:`perfcast.workload.Workload.run_optimizer`) …
 DEFAULT_OPTIMIZER = "sgd-momentum"
+#: … and AdamW for ``hf:`` models: Hugging Face Trainer's default (``adamw_torch``), and
+#: Megatron-LM's, llm-foundry's and torchtitan's.
+HF_DEFAULT_OPTIMIZER = "adamw"
 #: Largest batch / dimension / sequence length accepted (a 32-bit signed int, as torch sizes).
 MAX_SIZE = 2**31 - 1
 #: What a spec kind's models take as input.

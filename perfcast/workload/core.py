@@ -17,6 +17,7 @@ from perfcast.workload.choices import (
     GENERATE_PRECISIONS,
     GGUF_PRECISIONS,
     GRAPH_MODES,
+    HF_DEFAULT_OPTIMIZER,
     OPTIMIZERS,
     PRECISIONS,
 )
@@ -35,6 +36,20 @@ from perfcast.workload.spec import (
 
 #: :meth:`Workload.of`'s precision when none is given: fp32, or fp16 for ``generate``.
 _MODE_DEFAULT: Any = type("ModeDefault", (), {"__repr__": lambda self: "'fp32'"})()
+#: :meth:`Workload.of`'s (and :meth:`Workload.replace`'s) optimizer when none is given: the
+#: model's source decides (:func:`default_optimizer`). ``None`` is something else: a dataset
+#: record that does not say which optimizer its run used.
+OPTIMIZER_NOT_GIVEN: Any = type("OptimizerNotGiven", (), {
+    "__repr__": lambda self: "'adamw for hf: training, else sgd-momentum'"})()
+
+
+def default_optimizer(kind: str, mode: str) -> str:
+    """The optimizer of a workload whose request names none, by the source of its model
+    (``kind``, :attr:`ModelSpec.kind`): :data:`HF_DEFAULT_OPTIMIZER` (AdamW) for ``hf:``
+    models in ``--mode train`` — as Hugging Face Trainer (``adamw_torch``), Megatron-LM,
+    llm-foundry and torchtitan train them — else :data:`DEFAULT_OPTIMIZER` (SGD with
+    momentum: timm's and torchvision's reference recipes, and the measured vision data)."""
+    return HF_DEFAULT_OPTIMIZER if kind == "hf" and mode == "train" else DEFAULT_OPTIMIZER
 
 
 
@@ -55,6 +70,8 @@ class Workload(WorkloadChecks):
     * ``optimizer`` — :data:`OPTIMIZERS` (training only; ignored in keys of inference), or
       ``None`` = not recorded (a dataset record that does not say which): graph keys and
       simulations then use :data:`DEFAULT_OPTIMIZER`, the static features encode "unknown";
+      ``optimizer_defaulted`` — the request named none and :func:`default_optimizer` chose it
+      (AdamW for ``hf:`` training, else SGD with momentum; the answer's notes say so);
     * ``input_len`` / ``output_len`` — ``--mode generate``: prompt and generated tokens per
       request (``batch_size`` requests at once, in every engine); ``engine`` — the serving
       engine (:data:`ENGINES`; ``None`` outside ``generate``); precisions
@@ -95,11 +112,14 @@ class Workload(WorkloadChecks):
     finetune: str | None = None
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] | None = None
+    #: the optimizer was not given: :func:`default_optimizer` chose it (not part of the
+    #: workload's identity — the optimizer is)
+    optimizer_defaulted: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, model: Any, *, batch_size: int | None = None, input_size: Any = None,
            seq_len: int | None = None, mode: str = "infer", precision: Any = _MODE_DEFAULT,
-           optimizer: str | None = DEFAULT_OPTIMIZER,
+           optimizer: Any = OPTIMIZER_NOT_GIVEN,
            example_inputs: tuple | None = None, input_len: int | None = None,
            output_len: int | None = None, engine: str | None = None,
            layout: Layout | None = None, tf32: str | None = None,
@@ -112,7 +132,9 @@ class Workload(WorkloadChecks):
         a :class:`Layout` or the keywords ``data_parallel``, ``tensor_parallel``,
         ``pipeline_parallel``, ``micro_batch_size``, ``recompute``, ``zero``, ``schedule``.
         ``--mode generate`` without an ``engine`` is served by :data:`DEFAULT_ENGINE`; the
-        precision not given is fp32 (``generate``: fp16; ``None`` = chosen later, per device).
+        precision not given is fp32 (``generate``: fp16; ``None`` = chosen later, per device);
+        the optimizer not given is the model's source's (:func:`default_optimizer`: AdamW for
+        ``hf:`` training, else SGD with momentum; ``None`` = not recorded, a dataset record's).
         ``n_batch`` / ``n_ubatch``: llama.cpp's logical and physical batch (tokens)."""
         if isinstance(model, Workload):
             raise PerfcastError("already a Workload: use .replace() to change it")
@@ -136,6 +158,9 @@ class Workload(WorkloadChecks):
             spec = ModelSpec.of_module(model, example_inputs)
         else:
             spec = ModelSpec.of_object(model, example_inputs)
+        defaulted = optimizer is OPTIMIZER_NOT_GIVEN
+        if defaulted:
+            optimizer = default_optimizer(spec.kind, mode)
         w = cls(model=spec, batch_size=batch_size,
                 input_size=parse_input_size(input_size, image=spec.inputs == "image"),
                 seq_len=seq_len, mode=mode, precision=precision, optimizer=optimizer,
@@ -144,7 +169,7 @@ class Workload(WorkloadChecks):
                 n_batch=n_batch, n_ubatch=n_ubatch,
                 kv_cache_dtype=None if kv_cache_dtype == "auto" else kv_cache_dtype,
                 finetune=finetune, lora_rank=lora_rank,
-                lora_targets=parse_targets(lora_targets))
+                lora_targets=parse_targets(lora_targets), optimizer_defaulted=defaulted)
         w.validate()
         return w
 
@@ -191,7 +216,16 @@ class Workload(WorkloadChecks):
 
     def replace(self, **changes: Any) -> Workload:
         """A validated copy with ``changes`` (``input_size`` may be a string; the layout's
-        keywords — ``tensor_parallel`` … — change the layout)."""
+        keywords — ``tensor_parallel`` … — change the layout). An optimizer the request did
+        not give follows a change of mode or model (:func:`default_optimizer`); one given in
+        ``changes`` is given (:data:`OPTIMIZER_NOT_GIVEN`: the default again)."""
+        if "optimizer" in changes:
+            changes["optimizer_defaulted"] = changes["optimizer"] is OPTIMIZER_NOT_GIVEN
+        elif self.optimizer_defaulted and ("mode" in changes or "model" in changes):
+            changes["optimizer"], changes["optimizer_defaulted"] = OPTIMIZER_NOT_GIVEN, True
+        if changes.get("optimizer") is OPTIMIZER_NOT_GIVEN:
+            changes["optimizer"] = default_optimizer(
+                changes.get("model", self.model).kind, changes.get("mode", self.mode))
         if "input_size" in changes:
             changes["input_size"] = parse_input_size(changes["input_size"],
                                                      image=self.model.inputs == "image")
@@ -247,6 +281,17 @@ class Workload(WorkloadChecks):
         """The optimizer a training run uses (:data:`DEFAULT_OPTIMIZER` when not recorded), else
         ``None`` — what graph keys, simulations and measurements use."""
         return (self.optimizer or DEFAULT_OPTIMIZER) if self.mode == "train" else None
+
+    def optimizer_notes(self) -> list[str]:
+        """What ``notes`` say of the optimizer: that of an ``hf:`` model's training step when
+        the request named none (:func:`default_optimizer`), else nothing (the default of the
+        other models, SGD with momentum, is what their measured data ran)."""
+        if not (self.optimizer_defaulted and self.mode == "train"
+                and self.optimizer == HF_DEFAULT_OPTIMIZER):
+            return []
+        return [f"optimizer: {self.optimizer} (not given: the default for hf: models, as "
+                f"Hugging Face Trainer, Megatron-LM and llm-foundry train them; --optimizer "
+                f"to choose)"]
 
     @property
     def input_size_text(self) -> str | None:

@@ -18,10 +18,12 @@ from perfcast.errors import PerfcastError
 from perfcast.jsonout import strict_json
 from perfcast.workload import (
     DEFAULT_ENGINE,
+    DEFAULT_OPTIMIZER,
     ENGINES,
     FLASH_ATTENTION,
     GENERATE_PRECISIONS,
     GRAPH_MODES,
+    HF_DEFAULT_OPTIMIZER,
     LLAMA_CPP_N_BATCH,
     LLAMA_CPP_N_UBATCH,
     MODES,
@@ -289,6 +291,14 @@ Cluster = Annotated[str | None, typer.Option(
 Optimizer = Annotated[str, typer.Option("--optimizer",
                                         help=f"Training optimizer: {choices(OPTIMIZERS)} (none: "
                                              f"forward + backward, no optimizer step).")]
+#: ``--optimizer`` where the model's source chooses the one not given
+#: (:func:`perfcast.workload.default_optimizer`).
+ModelOptimizer = Annotated[str | None, typer.Option(
+    "--optimizer", help=f"Training optimizer: {choices(OPTIMIZERS)} (none: forward + backward, "
+                        f"no optimizer step; default: {HF_DEFAULT_OPTIMIZER} for hf: models, "
+                        f"as Hugging Face Trainer, Megatron-LM and llm-foundry train them, "
+                        f"else {DEFAULT_OPTIMIZER}, as timm's and torchvision's reference "
+                        f"recipes).", show_default=False)]
 Predictor = Annotated[str | None, typer.Option(
     "--predictor", help=f"Which predictor answers: {choices(PREDICTOR_KINDS)} (the shipped model "
                         f"of that kind for the device, mode and precision; roofline and memsim "

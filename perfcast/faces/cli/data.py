@@ -23,6 +23,7 @@ from perfcast.faces.cli._common import (
     Model,
     Modes,
     NoCache,
+    ModelOptimizer,
     Optimizer,
     Predictor,
     Ray,
@@ -46,7 +47,7 @@ from perfcast.faces.cli._common import (
 )
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import check_output_dir, check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER, PRECISIONS
+from perfcast.workload import DEFAULT_OPTIMIZER, OPTIMIZER_NOT_GIVEN, PRECISIONS
 from perfcast.workload import GRAPH_MODES as MODES
 
 app = typer.Typer()
@@ -63,7 +64,7 @@ def inspect(
     seq_len: SeqLen = None,
     mode: GraphMode = "infer",
     precision: GraphPrecision = "fp32",
-    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    optimizer: ModelOptimizer = None,
     as_json: Json = False,
     no_cache: NoCache = False,
     save: Annotated[str | None, typer.Option(
@@ -78,7 +79,8 @@ def inspect(
 
     check_choice("--mode", mode, MODES, "inspect")
     w = Workload.of(model, batch_size=batch_size, input_size=input_size, seq_len=seq_len,
-                    mode=mode, precision=precision, optimizer=optimizer)
+                    mode=mode, precision=precision,
+                    optimizer=optimizer if optimizer is not None else OPTIMIZER_NOT_GIVEN)
     if save:  # checked before the graph is built; a directory gets <dir>/<model>.npz
         save = check_output_file(save, suffixes=(".npz",), option="--save",
                                  default_name=f"{w.file_stem()}.npz")
@@ -247,7 +249,7 @@ def query(
     seq_len: SeqLen = None,
     mode: GraphMode = "infer",
     precision: GraphPrecision = None,
-    optimizer: Optimizer = DEFAULT_OPTIMIZER,
+    optimizer: ModelOptimizer = None,
     threads: Annotated[int | None, typer.Option(
         "--threads", help="CPU threads of the measurement (default: any; the most when "
                           "several were measured).")] = None,
@@ -277,7 +279,8 @@ def query(
     try:
         res = run_query(model, device=device, store=store, batch_size=batch_size,
                         input_size=input_size, seq_len=seq_len, mode=mode, precision=precision,
-                        optimizer=optimizer, threads=threads, predictor=predictor,
+                        optimizer=optimizer if optimizer is not None else OPTIMIZER_NOT_GIVEN,
+                        threads=threads, predictor=predictor,
                         enqueue=writer.ask if writer else None, use_cache=not no_cache)
     finally:
         if writer:
