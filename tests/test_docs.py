@@ -33,6 +33,7 @@ def test_every_command_the_pages_show_parses():
         parse_command(line)
 
 
+@pytest.mark.slow  # runs the guide's example end to end; its commands parse in the fast tier
 def test_the_api_example_runs(capsys):
     text = (DOCS / "guides" / "fit-and-speed.md").read_text()
     m = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", text, re.S)

@@ -117,6 +117,7 @@ def test_mlp_training_matches_hand_computation_and_real_cpu():
     assert real == expected
 
 
+@pytest.mark.slow  # a real CPU run of a timm model; the MLP's stays fast
 def test_timm_model_simulation_equals_real_cpu_run():
     timm = pytest.importorskip("timm")
     torch.manual_seed(0)

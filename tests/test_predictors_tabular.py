@@ -32,7 +32,7 @@ def test_registered():
 
 @pytest.mark.parametrize("name,params", [
     ("mlp", {"epochs": 30}),
-    ("xgboost", {}),  # default grid, family-grouped CV
+    pytest.param("xgboost", {}, marks=pytest.mark.slow),  # default grid, family-grouped CV
     ("xgboost", {"grid": False, "n_estimators": 100}),
     ("roofline", {}),
 ])

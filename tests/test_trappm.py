@@ -143,6 +143,7 @@ def _weights(path):
     return {k: v.numpy() for k, v in load_file(str(path / "encoder.safetensors")).items()}
 
 
+@pytest.mark.slow  # a pre-training recipe stopped and resumed
 @pytest.mark.parametrize("method", ["gae", "graphmae"])
 def test_resume_continues_exactly(graphs, tmp_path, method):
     from perfcast.pretrain import pretrain
