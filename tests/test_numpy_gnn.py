@@ -46,8 +46,8 @@ def _torch_answers(pred, fs) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def few_records(tiny_feature_set):
-    """One record per graph of the session's small real feature set (12 graphs: CNNs and a
-    ViT at two input sizes), batch 8, on an RTX 3090 in training — a device dnnperf knows."""
+    """One record per graph of the session's small real feature set (6 graphs: CNNs and a
+    ViT at 3×64×64), batch 8, on an RTX 3090 in training — a device dnnperf knows."""
     fs = tiny_feature_set
     _, first = np.unique(fs.graph_index, return_index=True)
     sub = fs.subset(np.sort(first))
