@@ -368,7 +368,11 @@ def main() -> int:
     text = f"""## Variants of the power model's fit, nested leave-one-GPU-out (Zeus, default limit)
 
 `.venv/bin/python benchmarks/power_model_variants.py`. MAPE % of the power at the default
-limit (TDP) of the held-out GPU's Zeus training steps; the first row is the shipped fit.
+limit (TDP) of the held-out GPU's Zeus training steps. These variants are of the serving
+form fitted on Zeus + ML.ENERGY, which answered graph steps when this section was written; the
+first row is that form's settings. Graph steps are now answered by the logistic activity model
+fitted on Zeus alone (`reports/energy/power_model_kinds.md`; its leave-one-GPU-out is the
+"shipped" row of the second section).
 
 {chr(10).join(lines)}
 
@@ -395,7 +399,7 @@ The misses are per GPU, not per workload: NCF (data-loader-bound, a thousandth o
 peak) draws about twice the fraction of TDP on the GDDR6 boards (A40, Quadro RTX 6000) as on the
 HBM2 ones (P100, V100) — a board's static power that no spec field here carries (the memory
 technology would be one; the device spec has none) — and the P100 draws less than the others
-at every workload. The shipped fit stays as it was.
+at every workload. None of these variants was shipped.
 """ + spec_section(zeus_frame())
     OUT.write_text(text)
     print(text)
