@@ -265,6 +265,18 @@ def check_output_dir(path: str | os.PathLike, *, option: str = "output") -> Path
     return p
 
 
+def read_dir_config(path: str | os.PathLike, name: str, what: str) -> dict:
+    """The JSON config ``name`` of the saved directory ``path`` (the other half of
+    :func:`write_dir_atomically`): "not a saved <what>" when it has none, else
+    :func:`read_json_file`'s one-line errors."""
+    from perfcast.errors import PerfcastError
+
+    cfg_path = Path(path) / name
+    if not cfg_path.is_file():
+        raise PerfcastError(f"{path}: not a saved {what} (no {name})")
+    return read_json_file(cfg_path, f"{what} config")
+
+
 def write_dir_atomically(path: str | os.PathLike, fill) -> Path:
     """Write a directory all at once: ``fill(tmp)`` writes into a temporary sibling directory,
     which then replaces ``path`` (a crash or Ctrl-C leaves the old directory, never half a new

@@ -340,14 +340,10 @@ class Predictor:
         """Load a saved predictor (any registered kind when called on the base class)."""
         from perfcast.predictors import get_predictor_class
 
+        from perfcast.paths import read_dir_config
+
         path = Path(path)
-        cfg_path = path / CONFIG_FILE
-        if not cfg_path.exists():
-            raise PerfcastError(f"{path}: not a saved perfcast predictor (no {CONFIG_FILE})")
-        try:
-            cfg = json.loads(cfg_path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PerfcastError(f"{cfg_path}: unreadable predictor config ({exc})") from None
+        cfg = read_dir_config(path, CONFIG_FILE, "perfcast predictor")
         if cfg.get("feature_layout") != FEATURE_LAYOUT_VERSION:
             raise PerfcastError(
                 f"{path}: predictor was trained on feature layout {cfg.get('feature_layout')!r}, "

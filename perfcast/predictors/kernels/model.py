@@ -498,14 +498,10 @@ class KernelModel:
     @classmethod
     def load(cls, path: str | os.PathLike) -> KernelModel:
         """A model written by :meth:`save`."""
+        from perfcast.paths import read_dir_config
+
         path = Path(path)
-        cfg_path = path / CONFIG_FILE
-        if not cfg_path.is_file():
-            raise PerfcastError(f"{path}: not a saved kernel model (no {CONFIG_FILE})")
-        try:
-            cfg = json.loads(cfg_path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PerfcastError(f"{cfg_path}: unreadable kernel-model config ({exc})") from None
+        cfg = read_dir_config(path, CONFIG_FILE, "kernel model")
         return cls.from_config(cfg, {kc: str(path / f"{kc}.json")
                                      for kc in cfg.get("classes", [])}, origin=str(path))
 
