@@ -324,20 +324,14 @@ def training_names(models, families) -> dict[str, str]:
 
 
 def shipped_calibrations(frames: dict, rules: dict) -> dict:
-    from uncertainty_report import record_features, task_data
+    from uncertainty_report import task_data, training_reference
 
     from perfcast.devices import get_device
 
     cals = {}
     for mid, key, task, predictor, ref_tasks in ENTRIES:
         df, X = frames[mid]
-        refs = [record_features(task_data(t)) for t in ref_tasks]
-        D = np.concatenate([np.stack([f.attrs["descs"][g] for g in sorted(set(f["gi"]))])
-                            for f in refs])
-        O = np.concatenate([np.stack([f.attrs["ops"][g] for g in sorted(set(f["gi"]))])
-                            for f in refs])
-        ref = U.OODReference.fit(D, O, np.concatenate([f["batch"] for f in refs]),
-                                 np.concatenate([f["input"] for f in refs]))
+        ref = training_reference(ref_tasks)
         rows = pd.concat([task_data(t).rows for t in ref_tasks])
         dev = str(df.device.iloc[0])
         rc = R.RegimeCalibration.fit(X, df.r.to_numpy(), df.regime.to_numpy(), devices=[dev],

@@ -108,6 +108,17 @@ def reference_of(feats: pd.DataFrame, idx) -> U.OODReference:
                               feats["input"].to_numpy()[idx])
 
 
+def training_reference(ref_tasks) -> U.OODReference:
+    """The OOD reference of a shipped model's training set: every record of its tasks."""
+    refs = [record_features(task_data(t)) for t in ref_tasks]
+    D = np.concatenate([np.stack([f.attrs["descs"][g] for g in sorted(set(f["gi"]))])
+                        for f in refs])
+    O = np.concatenate([np.stack([f.attrs["ops"][g] for g in sorted(set(f["gi"]))])
+                        for f in refs])
+    return U.OODReference.fit(D, O, np.concatenate([f["batch"] for f in refs]),
+                              np.concatenate([f["input"] for f in refs]))
+
+
 def score_rows(ref: U.OODReference, feats: pd.DataFrame, idx) -> tuple[list, list]:
     scores, reasons = [], []
     for i in idx:
@@ -322,14 +333,7 @@ def main() -> int:
         df = heldout_family(task, predictor, key)
         frames[mid] = df
         feats = df.attrs["feats"]
-        # the shipped model's training set: every record of its tasks
-        refs = [record_features(task_data(t)) for t in ref_tasks]
-        D = np.concatenate([np.stack([f.attrs["descs"][g] for g in sorted(set(f["gi"]))])
-                            for f in refs])
-        O = np.concatenate([np.stack([f.attrs["ops"][g] for g in sorted(set(f["gi"]))])
-                            for f in refs])
-        ref = U.OODReference.fit(D, O, np.concatenate([f["batch"] for f in refs]),
-                                 np.concatenate([f["input"] for f in refs]))
+        ref = training_reference(ref_tasks)
         meta = {"calibrated_on": f"task {task} unseen-family held-out families, {predictor} "
                                  f"(reports/eval/{task}/unseen-family/predictions.csv; "
                                  f"{len(df)} records, {df.family.nunique()} families)",
