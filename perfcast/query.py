@@ -116,10 +116,13 @@ def _input_candidates(w: Workload) -> list[str | None]:
 
 def _rows(store, w: Workload, device: str, threads: int | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for text in _input_candidates(w):
-        rows += store.find(model=w.spec, device=device, mode=w.mode, precision=w.precision,
-                           batch_size=w.batch_size, input_size=text, seq_len=w.seq_len,
-                           optimizer=w.run_optimizer, threads=threads)
+    # a store names a model as it was collected: `resnet50` and `timm:resnet50` are one model
+    bare = w.model.name if w.model.kind == "timm" else w.spec  # a bare name is a timm name
+    for model in dict.fromkeys((w.spec, w.model.canonical, bare)):
+        for text in _input_candidates(w):
+            rows += store.find(model=model, device=device, mode=w.mode, precision=w.precision,
+                               batch_size=w.batch_size, input_size=text, seq_len=w.seq_len,
+                               optimizer=w.run_optimizer, threads=threads)
     return rows
 
 

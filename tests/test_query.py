@@ -161,6 +161,15 @@ def test_default_input_matches_rows_collected_without_input_size(tmp_path, capsy
     assert _json(capsys)["answers"]["time_ms"]["value"] == 30.0
     assert main([*base, "--input-size", "3,224,224"]) == 0
     assert _json(capsys)["answers"]["time_ms"]["value"] == 30.0
+    # a bare timm name is the same model, either way round
+    assert main(["query", "resnet18", *base[2:]]) == 0
+    assert _json(capsys)["answers"]["time_ms"]["value"] == 30.0
+    st = MeasurementStore(db)
+    st.add(measured(MeasureConfig.of("resnet34", batch_size=1), 40.0,
+                    "2026-05-01T10:00:00+00:00"))
+    st.close()
+    assert main(["query", "timm:resnet34", *base[2:]]) == 0
+    assert _json(capsys)["answers"]["time_ms"]["value"] == 40.0
 
 
 def test_predict_store_uses_measured_values(tmp_path, capsys):

@@ -236,3 +236,19 @@ def test_acceptance_predict_json_has_interval_coverage_ood(capsys):
     text = capsys.readouterr().out
     assert text.count("warning: out of distribution") == 1
     assert "hypothetical" in text
+
+
+def test_a_bare_timm_name_is_the_same_model_as_its_prefixed_spec():
+    """`resnet18` is `timm:resnet18` (a bare name is a timm name): the same regime, the same
+    interval and no "family not among the trained ones" — the records name it with its kind."""
+    from perfcast.workload.spec import ModelSpec
+
+    assert ModelSpec.parse("resnet18").canonical == "timm:resnet18"
+    assert ModelSpec.parse("tv:resnet18").canonical == "torchvision:resnet18"
+    assert ModelSpec.parse("pkg.mod:Net").canonical == "pkg.mod:Net"
+    bare = perfcast.predict("resnet18", device="h100-sxm", batch_size=8, precision="amp")
+    full = perfcast.predict("timm:resnet18", device="h100-sxm", batch_size=8, precision="amp")
+    assert bare.intervals["time_ms"]["regime"] == full.intervals["time_ms"]["regime"]
+    assert bare.intervals["time_ms"]["regime"].endswith("family-seen")
+    assert (bare.time_ms_low, bare.time_ms_high) == (full.time_ms_low, full.time_ms_high)
+    assert not any("family of" in r for r in bare.ood["reasons"])

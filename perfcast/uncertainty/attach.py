@@ -158,7 +158,7 @@ def _adaptive(cal, req, feats: dict[str, Any], coverage: float) -> tuple[dict, l
     parts = ref.parts(feats["desc"], feats["op_counts"], feats["batch"],
                       feats["input_elements"], feats["device"] if ref.devices else None,
                       reasons=reasons) if ref is not None else {}
-    spec = str(w.spec)
+    spec = w.model.canonical  # as the records name it: `resnet50` is `timm:resnet50`
     regime = ad.regime(req.device.key, spec)
     x = feature_vector(parts, feats["batch"], w.mode, w.precision, spec.startswith("hf:"),
                        regime)

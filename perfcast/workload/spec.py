@@ -195,6 +195,16 @@ class ModelSpec:
     def cacheable(self) -> bool:
         return not spec_kind(self.kind).in_process
 
+    @property
+    def canonical(self) -> str:
+        """The spec as the training records name it: ``kind:name`` for a model of a zoo
+        (``resnet50`` and ``tv:resnet50`` → ``timm:resnet50``, ``torchvision:resnet50``); the
+        text as given for files and in-process models."""
+        k = spec_kind(self.kind)
+        if k.in_process or self.kind in ("onnx", "module") or file_kind(self.text) is not None:
+            return self.text
+        return f"{self.kind}:{self.name}"
+
     def file_id(self) -> list | None:
         """``[resolved path, size, mtime_ns]`` of the file a spec reads (ONNX, HF config path,
         Keras file, SavedModel's ``saved_model.pb``, PaddlePaddle program)."""
