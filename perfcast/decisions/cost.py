@@ -222,6 +222,12 @@ def _energy(out: CostEstimate, req, pred, dev, power_w, gpus: int, hours: float,
     batch (every device) × batches, else TDP × GPUs × hours (an upper-bound estimate)."""
     sources, notes = out.sources, out.notes
     if power_w is not None:
+        top = max(float(dev.tdp_w or 0), float(getattr(dev, "power_limit_max_w", None) or 0))
+        if dev.is_gpu and top and power_w > top:
+            # the board's power limit caps its mean draw: more is another unit (a node, kW)
+            raise PerfcastError(f"--power-w {power_w:g} W is more than one {dev.key} can draw "
+                                f"(its highest power limit is {top:g} W); give the mean power "
+                                f"of one GPU (the job's energy multiplies it by --gpus)")
         out.power_w = power_w
         out.energy_kwh = power_w * gpus * hours / 1000 * pue
         sources["energy"] = "given power_w" + (f" × {gpus} GPUs" if gpus > 1 else "")
@@ -231,7 +237,9 @@ def _energy(out: CostEstimate, req, pred, dev, power_w, gpus: int, hours: float,
         out.energy_kwh = per_batch * n_iter / 3.6e6 * pue
         limit = pred.power_limit_w
         sources["energy"] = (f"predicted ({pred.predictor.get('energy_j', 'unknown predictor')}"
-                             + (f", at the {limit:g} W default power limit" if limit else "")
+                             + (f", at the {limit:g} W "
+                                f"{'given' if 'power_limit_w' in req.given else 'default'} "
+                                f"power limit" if limit else "")
                              + ")")
         if pred.kind == "generation":
             notes.append(f"energy: {pred.energy_per_request_j:,.1f} J per request, "

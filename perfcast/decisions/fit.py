@@ -122,6 +122,9 @@ def fit_request(req) -> FitResult:
         from perfcast.decisions.fit_generation import fit_generation
 
         return fit_generation(req)
+    if "batch_size" in req.given:
+        raise PerfcastError("perfcast fit searches the batch; --batch-size does not apply to "
+                            f"--mode {req.mode} (drop it; --limit sets the largest batch tried)")
     dev = device_of(req)
     mig_profile = req.value("mig_profile")
     profile = None

@@ -172,6 +172,7 @@ def rank_request(req) -> Ranking:
                                        req.value("provider"))
     keys = _device_keys(req.value("devices"))
     devs = [get_device(k) for k in keys]  # unknown keys fail here, before any work
+    devs = list({d.key: d for d in devs}.values())  # a device named twice ranks once
     table = find_price_table()
     check_provider(provider, table)  # an unknown provider fails before any prediction
     mode = req.mode

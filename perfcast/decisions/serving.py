@@ -378,12 +378,17 @@ def serving_request(request, progress: Callable[[int, int], None] | None = None
                 n_rep = math.ceil(rate / cap * (1 - 1e-12))
             else:
                 n_rep = math.ceil(rate / sat * (1 + 1e-9)) + 1
+            beyond = n_rep > MAX_REPLICAS  # the rate is more than the most replicas serve
             n_rep = max(1, min(n_rep, MAX_REPLICAS))
             st = replica_at(rep, rate / n_rep, b)
-            ok = cap > 0 and _meets(st, slo_ttft_s, slo_tpot_s)
+            ok = cap > 0 and not beyond and _meets(st, slo_ttft_s, slo_tpot_s)
             gpus = n_rep * t
             why = ""
-            if max_gpus is not None and gpus > max_gpus:
+            if beyond:
+                why = (f"needs more than {gpus:,} GPUs ({MAX_REPLICAS:,} replicas, the most "
+                       f"searched, serve {MAX_REPLICAS * (cap if cap > 0 else sat):,.0f} "
+                       f"requests/s)")
+            elif max_gpus is not None and gpus > max_gpus:
                 ok, why = False, f"needs {gpus:,} GPUs > --gpus {max_gpus:,}"
             elif cap <= 0:
                 alone = replica_at(rep, sat * 1e-6, b)
@@ -392,9 +397,10 @@ def serving_request(request, progress: Callable[[int, int], None] | None = None
                     f"ms)" if alone else ""))
             elif not ok:
                 why = "misses the SLO at this rate"
-            usd_h = price * gpus if price is not None else None
+            # beyond: the rows' GPUs do not serve the rate, so no cost or energy per its token
+            usd_h = price * gpus if price is not None and not beyond else None
             e_tok = (st["power_w"] * gpus / (rate * req.output_len)
-                     if st is not None and st["power_w"] is not None else None)
+                     if st is not None and st["power_w"] is not None and not beyond else None)
             rows.append(ServingRow(
                 rank=0, gpus=gpus, tensor_parallel=t, replicas=n_rep, max_batch=b,
                 running_batch=st["running"] if st else None,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
@@ -71,10 +72,22 @@ class CollectSettings:
             raise PerfcastError(f"warm-up iterations must be ≥ 0, got {self.warmup}")
         if self.iters < 1:
             raise PerfcastError(f"timed iterations must be ≥ 1, got {self.iters}")
-        if self.timeout_s <= 0:
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise PerfcastError(f"timeout must be positive, got {self.timeout_s}")
-        if self.max_seconds is not None and self.max_seconds <= 0:
+        if self.max_seconds is not None and not (math.isfinite(self.max_seconds)
+                                                 and self.max_seconds > 0):
             raise PerfcastError(f"--max-seconds must be positive, got {self.max_seconds}")
+        if not (math.isfinite(self.cooldown_s) and self.cooldown_s >= 0):
+            raise PerfcastError(f"--cooldown must be ≥ 0 seconds, got {self.cooldown_s}")
+        if self.memory_limit_mb is not None and not (
+                isinstance(self.memory_limit_mb, (int, float))
+                and math.isfinite(self.memory_limit_mb) and self.memory_limit_mb > 0):
+            # a limit ≤ 0 records every configuration as an OOM it never had
+            raise PerfcastError(f"--memory-limit-mb must be a positive number of MiB, got "
+                                f"{self.memory_limit_mb!r}")
+        if self.cpus is not None and any(isinstance(c, bool) or not isinstance(c, int) or c < 0
+                                         for c in self.cpus):
+            raise PerfcastError(f"--cpus takes CPU ids (integers ≥ 0), got {self.cpus}")
         if self.lock_poll_s is not None and not self.lock_poll_s > 0:
             raise PerfcastError(f"lock poll interval must be positive, got {self.lock_poll_s}")
 

@@ -57,7 +57,12 @@ def _device(request: Request):
 
     if request.device is None:
         raise PerfcastError(f"perfcast {request.command} needs --device")
-    return get_device(request.device)
+    dev = get_device(request.device)
+    if request.options.threads is not None and dev.is_gpu:
+        # --threads sets torch's CPU threads of a CPU device's run; on a GPU it changes nothing
+        raise PerfcastError(f"--threads sets the threads of a CPU device's run; {dev.key} is a "
+                            f"GPU (drop --threads, or use --device cpu)")
+    return dev
 
 
 def estimate(request: Request, **run) -> Estimate:

@@ -7,6 +7,7 @@ model to this machine).
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -47,7 +48,7 @@ from perfcast.faces.cli._common import (
 )
 from perfcast.errors import PerfcastError, unknown_choice
 from perfcast.paths import check_output_dir, check_output_file
-from perfcast.workload import DEFAULT_OPTIMIZER, OPTIMIZER_NOT_GIVEN, PRECISIONS
+from perfcast.workload import DEFAULT_OPTIMIZER, OPTIMIZER_NOT_GIVEN, PRECISIONS, TRANSFER_RECIPES
 from perfcast.workload import GRAPH_MODES as MODES
 
 app = typer.Typer()
@@ -208,8 +209,16 @@ def collect(
         retry_failed=retry_failed,
         max_seconds=max_seconds if max_seconds is not None else options.get("max_seconds"),
         torch_device="cuda" if get_device(device).kind == "gpu" else "cpu")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or not 1 <= threads <= 4096):
+        raise PerfcastError(f"--threads must be in 1..4096, got {threads!r}")
     configs = [c for s in sweeps for c in s.configs(device, threads, repeat)]
+    if sweeps and not configs:
+        raise PerfcastError("the sweep has no configuration to measure: one of its lists "
+                            "(models, batch sizes, modes, precisions …) is empty")
     settings.validate()
+    if ray is None:  # measured here (with --ray, on the cluster's machines)
+        _check_local_device(device, settings.cpus)
     store = MeasurementStore(db)
     if queued:  # asked for by perfcast query --measure-missing (their own threads and repeat)
         asked = store.queued(device)
@@ -230,6 +239,27 @@ def collect(
         store.export(export)
     print_summary({"db": store.target, "configs": len(configs), **counts,  # password masked
                    "rows_in_store": store.count()}, as_json)
+
+
+def _check_local_device(device: str, cpus: list[int] | None) -> None:
+    """Refuse what this machine cannot measure before a failed row is stored for each
+    configuration: a GPU that PyTorch does not see, CPU ids it does not have."""
+    import os
+
+    from perfcast.devices import get_device
+
+    if cpus and hasattr(os, "sched_getaffinity"):
+        have = os.sched_getaffinity(0)
+        missing = sorted(set(cpus) - have)
+        if missing:
+            raise PerfcastError(f"--cpus {','.join(map(str, missing))}: not CPUs this process "
+                                f"may run on (it may use {','.join(map(str, sorted(have)))})")
+    if get_device(device).is_gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise PerfcastError(f"{device}: no CUDA device visible to PyTorch here; collect "
+                                f"on the machine that has it (or --device cpu)")
 
 
 @app.command(rich_help_panel=PANEL_DATA, epilog=examples(
@@ -424,6 +454,11 @@ def calibrate(
     bs = split_list(batch_sizes, int) if batch_sizes else None
     if bs and any(b < 1 for b in bs):
         raise PerfcastError("batch sizes must be positive")
+    # before minutes of measuring: the options read only after it
+    if transfer not in TRANSFER_RECIPES:
+        raise unknown_choice("--transfer", transfer, TRANSFER_RECIPES)
+    if not (math.isfinite(max_seconds) and max_seconds > 0):
+        raise PerfcastError(f"--max-seconds must be a positive number, got {max_seconds}")
     with StageProgress(hidden=as_json) as prog:
         prog.start("measuring")
         res = run_calibrate(device, minutes, threads=threads,

@@ -1,0 +1,110 @@
+"""Hostile and contradictory command lines a fresh-eyes audit found answered silently (exit 0
+with an option ignored, a nonsense figure, or a bad row stored): each now ends in a one-line
+error (exit 2) before any work, or in an answer that says what it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfcast.faces.cli import main
+from tests.reliability_cases import one_line_error, strict_json
+
+SQUEEZE = "torchvision:squeezenet1_1"
+
+
+def _refused(argv, capsys, *needles):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    problem = one_line_error(2, *needles)(rc, "", err, None)
+    assert problem is None, problem
+
+
+def test_threads_on_a_gpu_is_refused(capsys):
+    """--threads sets a CPU run's threads; on a GPU it was ignored without a word."""
+    _refused(["predict", SQUEEZE, "--device", "rtx4090", "--threads", "4"], capsys,
+             "--threads", "rtx4090 is a GPU")
+
+
+def test_fit_refuses_a_batch_size_it_would_ignore(capsys):
+    """fit searches the batch: a given --batch-size was dropped silently (generate mode already
+    refused it with --input-len)."""
+    _refused(["fit", SQUEEZE, "--device", "rtx4090", "-b", "8", "--limit", "64"], capsys,
+             "--batch-size does not apply", "--limit")
+
+
+def test_cost_refuses_more_power_than_the_gpu_can_draw(capsys):
+    """--power-w is one GPU's mean draw; 100 kW on an RTX 4090 (450 W) priced a nonsense job."""
+    _refused(["cost", "--device", "rtx4090", "--iterations", "10", "--time-ms", "10",
+              "--power-w", "100000"], capsys, "--power-w 100000 W", "450 W")
+    assert main(["cost", "--device", "rtx4090", "--iterations", "10", "--time-ms", "10",
+                 "--power-w", "450", "--json"]) == 0
+    assert strict_json(capsys.readouterr().out)["power_w"] == 450
+
+
+def test_cost_says_a_given_power_limit_is_given(capsys):
+    """The energy source called a --power-limit the user gave 'the default power limit'."""
+    assert main(["cost", SQUEEZE, "--device", "a100-40gb", "--iterations", "10",
+                 "--power-limit", "300", "--json"]) == 0
+    src = strict_json(capsys.readouterr().out)["sources"]["energy"]
+    assert "300 W given power limit" in src, src
+
+
+def test_rank_names_a_device_once(capsys):
+    assert main(["rank", SQUEEZE, "--devices", "rtx4090,RTX4090", "--json"]) == 0
+    assert [d["device"] for d in strict_json(capsys.readouterr().out)["devices"]] == ["rtx4090"]
+
+
+def test_serving_plan_beyond_the_replica_cap_prices_no_token(capsys):
+    """A rate beyond what the most replicas serve: the rows said 'needs 4,096 GPUs' and priced
+    a token at ~0 USD, as if those GPUs carried the rate."""
+    from perfcast.decisions.serving import MAX_REPLICAS
+
+    assert main(["plan", "hf:gpt2", "--mode", "generate", "--device", "a100-80gb", "--gpus",
+                 "2", "--input-len", "100", "--output-len", "10", "--rate", "1e12",
+                 "--json"]) == 0
+    d = strict_json(capsys.readouterr().out)
+    assert d["winner"] is None and d["rows"]
+    for row in d["rows"]:
+        assert not row["meets_slo"]
+        if row["replicas"] == MAX_REPLICAS:
+            assert row["why"].startswith("needs more than"), row["why"]
+            assert row["usd_per_1m_output_tokens"] is None
+            assert row["energy_j_per_output_token"] is None
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--threads", "0"], ("--threads must be in 1..4096",)),
+    (["--cooldown", "-1"], ("--cooldown",)),
+    (["--cooldown", "nan"], ("--cooldown",)),
+    (["--memory-limit-mb", "-5"], ("--memory-limit-mb",)),
+    (["--timeout", "nan"], ("timeout must be positive",)),
+    (["--max-seconds", "nan"], ("--max-seconds",)),
+    (["--cpus", "99999"], ("--cpus 99999",)),
+    (["--batch-sizes", ""], ("no configuration to measure",)),
+    (["--device", "rtx4090"], ("no CUDA device visible",)),
+])
+def test_collect_refuses_before_storing_a_bad_row(extra, needles, tmp_path, capsys):
+    """Each stored a row (threads 0 'ok', an OOM below a negative limit, 'failed' for a CPU or
+    GPU this machine does not have) or measured nothing with exit 0."""
+    if "rtx4090" in extra:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a CUDA device")
+    db = tmp_path / "m.db"
+    _refused(["collect", "--models", SQUEEZE, "--input-sizes", "3,16,16", "--iters", "1",
+              "--warmup", "0", "--db", str(db), *extra], capsys, *needles)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--transfer", "magic"], ("unknown --transfer 'magic'",)),
+    (["--max-seconds", "0"], ("--max-seconds",)),
+])
+def test_calibrate_checks_its_options_before_measuring(extra, needles, tmp_path, capsys,
+                                                       monkeypatch):
+    """--transfer was read only after the measurements (ten minutes by default)."""
+    monkeypatch.setenv("PERFCAST_USER_MODELS", str(tmp_path / "models"))
+    _refused(["calibrate", *extra], capsys, *needles)
+    assert not (tmp_path / "models").exists()
+
