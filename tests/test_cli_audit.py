@@ -108,3 +108,12 @@ def test_calibrate_checks_its_options_before_measuring(extra, needles, tmp_path,
     _refused(["calibrate", *extra], capsys, *needles)
     assert not (tmp_path / "models").exists()
 
+
+
+@pytest.mark.parametrize("extra", [["--precision", "bf16"], ["--kv-cache-dtype", "bf16"]])
+def test_bf16_serving_below_ampere_is_refused(extra, capsys):
+    """vLLM / TensorRT-LLM refuse bfloat16 below compute capability 8.0; a V100 / T4 bf16
+    serving request was answered without a word."""
+    _refused(["predict", "hf:gpt2", "--mode", "generate", "--device", "v100-32gb-pcie",
+              "--input-len", "64", "--output-len", "8", *extra], capsys,
+             "bf16", "compute capability ≥ 8.0", "use fp16")

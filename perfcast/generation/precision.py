@@ -8,7 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 
+from perfcast.errors import PerfcastError
 from perfcast.workload import Workload
+
+#: Engines that refuse bfloat16 below NVIDIA compute capability 8.0 (vLLM: "Bfloat16 is only
+#: supported on GPUs with compute capability of at least 8.0"; TensorRT-LLM's bf16 kernels
+#: need Ampere).
+BF16_CC8_ENGINES = ("vllm", "trt-llm")
+
+
+def _nvidia_major(device) -> int | None:
+    """The major compute capability of an NVIDIA GPU (``"7.0"`` → 7), else ``None``."""
+    cc = getattr(device, "compute_capability", None)
+    major = str(cc or "").split(".")[0]
+    return int(major) if major.isdigit() else None
 
 
 def serving_precision(req: Workload, device, notes: list[str]) -> Workload:
@@ -19,6 +32,13 @@ def serving_precision(req: Workload, device, notes: list[str]) -> Workload:
     from perfcast.llm.arch import priced_precision
 
     kv = req.kv_cache_dtype
+    if "bf16" in (req.precision, kv) and req.engine in BF16_CC8_ENGINES:
+        cc = _nvidia_major(device)
+        if cc is not None and cc < 8:
+            raise PerfcastError(f"{'--precision' if req.precision == 'bf16' else '--kv-cache-dtype'}"
+                                f" bf16: {req.engine} runs bfloat16 on NVIDIA compute capability "
+                                f"≥ 8.0 (Ampere and newer); {device.key} is "
+                                f"{device.compute_capability} — use fp16")
     if req.precision == "fp8":
         peak, derived = require_fp8(device, "--precision fp8")
         notes.append(f"precision: fp8 = FP8 weights and activations (W8A8-FP8, vLLM "
