@@ -117,3 +117,41 @@ def test_bf16_serving_below_ampere_is_refused(extra, capsys):
     _refused(["predict", "hf:gpt2", "--mode", "generate", "--device", "v100-32gb-pcie",
               "--input-len", "64", "--output-len", "8", *extra], capsys,
              "bf16", "compute capability ≥ 8.0", "use fp16")
+
+
+@pytest.mark.parametrize("doc,needle", [("{}", "non-empty \"entries\""),
+                                        ("[1, 2]", "non-empty \"entries\""),
+                                        ('{"entries": [{"id": "x"}]}', "lacks predictor"),
+                                        ('{"entries": ["x"]}', "entries[0] is not an object")])
+def test_train_refuses_a_file_that_is_not_a_recipe(tmp_path, capsys, doc, needle):
+    """A JSON file of the wrong shape as --recipe crashed with KeyError: 'entries' (exit 1)."""
+    f = tmp_path / "recipe.json"
+    f.write_text(doc)
+    _refused(["train", "--recipe", str(f), "--out", str(tmp_path / "out")], capsys,
+             "not a training recipe", needle)
+    assert not (tmp_path / "out").exists()
+
+
+def test_calibrating_a_gpu_without_one_leaves_nothing_behind(tmp_path, capsys, monkeypatch):
+    """calibrate --device rtx4090 here refused only after creating its measurement store."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: calibrating it is allowed")
+    monkeypatch.setenv("PERFCAST_DATA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PERFCAST_USER_MODELS", raising=False)
+    _refused(["calibrate", "--device", "rtx4090", "--minutes", "0.1"], capsys,
+             "no CUDA device visible")
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.slow
+def test_calibrate_uses_only_what_it_was_asked_to_measure(tmp_path, capsys, monkeypatch):
+    """Every asked model failing installed a calibrated model fitted on rows an earlier run had
+    left in the calibration store; now it is an error that says the configurations failed, and
+    nothing is installed."""
+    monkeypatch.setenv("PERFCAST_DATA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PERFCAST_USER_MODELS", raising=False)
+    _refused(["calibrate", "--models", "timm:no_such_model", "--minutes", "0.1"], capsys,
+             "configuration(s) failed", "check --models")
+    assert not (tmp_path / "home" / "calibrated" / "manifest.json").exists()

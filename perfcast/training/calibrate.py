@@ -106,6 +106,8 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
               progress: Callable[[str, int, int, str], None] | None = None) -> CalibrationResult:
     """See the module docstring. ``minutes``: budget of the measurements (the fit after them
     takes seconds); ``models`` / ``batch_sizes`` / ``input_size`` replace the default set."""
+    import numpy as np
+
     from perfcast.datasets.local import load_measurements
     from perfcast.devices import get_device
     from perfcast.labeled.frames import feature_set
@@ -134,6 +136,12 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
         raise PerfcastError(f"no shipped time model for {dev.key} to calibrate")
     base = shipped.load_entry(entry, root=shipped.shipped_dir())
 
+    if dev.is_gpu:  # before anything is written: no store is left behind by a refusal
+        import torch
+
+        if not torch.cuda.is_available():
+            raise PerfcastError(f"{dev.key}: no CUDA device visible to PyTorch here; calibrate "
+                                f"a GPU on the machine that has it")
     configs = calibration_configs(dev.key, threads, models, batch_sizes)
     if input_size:
         configs = [c.__class__.of(c.model, batch_size=c.batch_size, input_size=input_size,
@@ -172,15 +180,21 @@ def calibrate(device: str = "cpu", minutes: float = 10.0, *, threads: int | None
     wanted = {c.key() for c in configs}
     keys = store.done_keys()
     df = load_measurements(str(db))
-    df = df[(df["device"] == dev.key)]
+    # the configurations asked for only (the store keeps earlier calibrations' rows too)
+    asked = {(c.model, int(c.batch_size), c.mode, c.precision) for c in configs}
+    mine = [(m, int(b), mo, pr) in asked for m, b, mo, pr in
+            zip(df["model"], df["batch_size"], df["mode"], df["precision"])]
+    df = df[np.asarray(mine, dtype=bool) & (df["device"] == dev.key).to_numpy()]
     if not dev.is_gpu:
         df = df[df["threads"] == threads]
     n_measured = len(wanted & set(keys))
     failed = n_measured - len(df)
     if df["model"].nunique() < MIN_MODELS:
+        why = (f"{failed} of {n_measured} configuration(s) failed — check --models; "
+               if failed > 0 else "")
         raise PerfcastError(f"only {df['model'].nunique()} model(s) measured within "
-                            f"{minutes:g} min (need {MIN_MODELS}); raise --minutes or re-run "
-                            f"(measurements so far are kept in {db})")
+                            f"{minutes:g} min (need {MIN_MODELS}); {why}raise --minutes or "
+                            f"re-run (measurements so far are kept in {db})")
     df = df.reset_index(drop=True)
     fs = feature_set(df, workers=workers, plans=base.uses_plans,
                      memsim=bool(base.trained_on_.get("memsim")),

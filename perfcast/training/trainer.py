@@ -202,9 +202,31 @@ def load_recipe(name: str) -> dict[str, Any]:
         known = sorted(x.stem for x in RECIPES_DIR.glob("*.json"))
         raise unknown_choice("recipe", name, known)
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+        recipe = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PerfcastError(f"{p}: not valid JSON ({exc})") from None
+    _check_recipe(recipe, p)
+    return recipe
+
+
+def _check_recipe(recipe: Any, path: Path) -> None:
+    """A recipe is ``{"entries": [{"id", "predictor", "task" or "sources" + "targets"}, …]}``
+    (see ``recipes/default.json``): anything else is a one-line error naming what is wrong."""
+    where = f"{path}: not a training recipe"
+    entries = recipe.get("entries") if isinstance(recipe, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise PerfcastError(f"{where} — it needs a non-empty \"entries\" list (see "
+                            f"{RECIPES_DIR / 'default.json'})")
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise PerfcastError(f"{where} — entries[{i}] is not an object")
+        need = ["id", "predictor"] + ([] if e.get("task") else ["sources", "targets"])
+        missing = [k for k in need if not e.get(k)]
+        if missing:
+            raise PerfcastError(f"{where} — entries[{i}] lacks {', '.join(missing)}")
+        if not e.get("task") and not (isinstance(e["sources"], list)
+                                      and isinstance(e["targets"], list)):
+            raise PerfcastError(f"{where} — entries[{i}]: sources and targets are lists")
 
 
 def _entry_task(e: dict[str, Any]):
