@@ -155,3 +155,23 @@ def test_calibrate_uses_only_what_it_was_asked_to_measure(tmp_path, capsys, monk
     _refused(["calibrate", "--models", "timm:no_such_model", "--minutes", "0.1"], capsys,
              "configuration(s) failed", "check --models")
     assert not (tmp_path / "home" / "calibrated" / "manifest.json").exists()
+
+
+def test_training_beyond_the_positions_of_a_rope_model_says_so():
+    """--mode train --seq-len beyond a RoPE model's max_position_embeddings answered without a
+    word, while --mode generate refuses it: training can run it (long-context training with
+    RoPE scaling does), so it is priced as given, with a note; a learned position table still
+    refuses it."""
+    from perfcast.zoo.hf_config import positions_note
+
+    note = positions_note("hf:meta-llama/Llama-2-7b-hf", 100_000)
+    assert "100,000 tokens is beyond the model's 4,096 positions" in note
+    assert positions_note("hf:meta-llama/Llama-2-7b-hf", 4096) is None
+
+
+def test_training_a_rope_model_past_its_positions_is_noted_in_the_answer(capsys):
+    assert main(["predict", "hf:meta-llama/Llama-2-7b-hf", "--mode", "train", "--device",
+                 "h100-sxm", "--seq-len", "8192", "--data-parallel", "8", "--batch-size", "8",
+                 "--json"]) == 0
+    notes = strict_json(capsys.readouterr().out)["notes"]
+    assert any("8,192 tokens is beyond the model's 4,096 positions" in n for n in notes), notes

@@ -140,6 +140,10 @@ class TransformerLayouts:
         self.seq_len = w.seq_len
         if not self.seq_len:
             self.seq_len, self.seq_note = default_seq_len(w.spec)
+        else:
+            from perfcast.zoo.hf_config import positions_note
+
+            self.seq_note = positions_note(w.spec, int(self.seq_len))
         self.eff = eff or shipped_efficiency()
         self.coll = coll or shipped()
         self.traced = trace(w.spec, self.seq_len, use_cache=use_cache)

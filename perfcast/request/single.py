@@ -184,6 +184,12 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
         from perfcast.devices.fp8 import training_precision_notes
 
         out.notes[:0] = training_precision_notes(w.precision, dev) + w.optimizer_notes()
+    if w.model.kind == "hf" and w.seq_len:
+        from perfcast.zoo.hf_config import positions_note
+
+        note = positions_note(w.spec, int(w.seq_len))
+        if note:
+            out.notes.insert(0, note)
     if out.energy_j and out.time_ms:
         out.power_w = out.energy_j / (out.time_ms / 1e3)
     else:
