@@ -175,3 +175,16 @@ def test_training_a_rope_model_past_its_positions_is_noted_in_the_answer(capsys)
                  "--json"]) == 0
     notes = strict_json(capsys.readouterr().out)["notes"]
     assert any("8,192 tokens is beyond the model's 4,096 positions" in n for n in notes), notes
+
+
+def test_bf16_on_a_gpu_without_bf16_units_says_how_it_is_priced():
+    """bf16 on a V100 / P100 was answered faster than fp32 without a word: those GPUs have no
+    bf16 units, so it runs on the FP32 units (priced at the FP32 peak on half the bytes)."""
+    from perfcast.devices import get_device
+    from perfcast.devices.fp8 import bf16_units_note
+
+    note = bf16_units_note("bf16", get_device("v100-32gb"))
+    assert "no bf16 tensor or matrix units" in note and "15.7 TFLOPS" in note
+    assert bf16_units_note("bf16", get_device("a100-80gb")) is None
+    assert bf16_units_note("fp16", get_device("v100-32gb")) is None
+    assert bf16_units_note("bf16", get_device("cpu")) is None

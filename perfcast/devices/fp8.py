@@ -69,4 +69,23 @@ def training_precision_notes(precision: str | None, device) -> list[str]:
     return out
 
 
-__all__ = ["fp8_devices", "fp8_peak_tflops", "require_fp8", "training_precision_notes"]
+def bf16_units_note(precision: str | None, device) -> str | None:
+    """What ``notes`` say of a bf16 run on a GPU without bf16 tensor / matrix units (NVIDIA
+    before Ampere, AMD before CDNA, after :func:`perfcast.devices.derive.complete`): PyTorch runs
+    it on the FP32 units, so its GEMMs and convolutions are priced at the FP32 peak, on half the
+    bytes of fp32; ``None`` otherwise."""
+    if precision not in ("bf16", "bf16-pure") or not device.is_gpu:
+        return None
+    from perfcast.devices.derive import complete
+
+    if complete(device)[0].peak_bf16_tflops:
+        return None
+    half = (f" (fp16 / amp run at its FP16 peak, {device.peak_fp16_tflops:,.1f} TFLOPS)"
+            if device.peak_fp16_tflops else "")
+    return (f"precision: {device.key} has no bf16 tensor or matrix units: its bf16 GEMMs and "
+            f"convolutions are priced at its FP32 peak ({device.peak_fp32_tflops:,.1f} TFLOPS), "
+            f"moving half the bytes of fp32{half}")
+
+
+__all__ = ["bf16_units_note", "fp8_devices", "fp8_peak_tflops", "require_fp8",
+           "training_precision_notes"]

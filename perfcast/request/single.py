@@ -184,6 +184,11 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
         from perfcast.devices.fp8 import training_precision_notes
 
         out.notes[:0] = training_precision_notes(w.precision, dev) + w.optimizer_notes()
+    from perfcast.devices.fp8 import bf16_units_note
+
+    note = bf16_units_note(w.precision, dev)
+    if note:
+        out.notes.insert(0, note)
     if w.model.kind == "hf" and w.seq_len:
         from perfcast.zoo.hf_config import positions_note
 
