@@ -188,3 +188,19 @@ def test_bf16_on_a_gpu_without_bf16_units_says_how_it_is_priced():
     assert bf16_units_note("bf16", get_device("a100-80gb")) is None
     assert bf16_units_note("fp16", get_device("v100-32gb")) is None
     assert bf16_units_note("bf16", get_device("cpu")) is None
+
+
+def test_a_gpu_memory_interval_keeps_the_runtime_it_assumes():
+    """The memory interval's low bound fell below the runtime overhead its own answer holds
+    (ResNet-18 batch 1 on an RTX 4090: 166 MiB against 1,833 MiB, 1,765 of them CUDA context
+    and workspaces): it now stays above the weights and inputs + the measured runs' 10th
+    percentile of that overhead (or the overhead given)."""
+    import perfcast
+    from perfcast.memory.overhead import runtime_overhead
+
+    p10 = runtime_overhead()["p10_mb"]
+    p = perfcast.predict("timm:resnet18", device="rtx4090", batch_size=1, precision="amp")
+    assert p.memory_mb_low >= p10 and p.memory_mb_low <= p.memory_mb
+    q = perfcast.predict("timm:resnet18", device="rtx4090", batch_size=1, precision="amp",
+                         runtime_overhead_mb=0.0)
+    assert q.memory_mb_low is None or q.memory_mb_low < p10

@@ -48,6 +48,7 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
         if devs and device.key not in devs:
             notes.append(f"{predictor} was trained on {', '.join(devs)}, not {device.key}")
     overhead, overhead_src = _gpu_overhead(device, overhead_mb)
+    req.overhead_floor_mb = _overhead_floor(device, overhead_mb)
     answers: dict[str, Answer] = {}
     req.answers = answers
     for target in TARGETS:
@@ -108,6 +109,20 @@ def _gpu_overhead(device, overhead_mb: float | None) -> tuple[float, str]:
         return float(rec["runtime_overhead_mb"]), (f"median of {rec['runs']} measured runs, "
                                                    f"{rec['device']}")
     return float(overhead_mb), "given"
+
+
+def _overhead_floor(device, overhead_mb: float | None) -> float:
+    """The least runtime overhead a GPU answer's memory holds (MiB): the measured runs' 10th
+    percentile by default, the given overhead when given; 0 on a CPU — what a memory interval's
+    low bound keeps above the weights and inputs."""
+    if not device.is_gpu:
+        return 0.0
+    if overhead_mb is not None:
+        return float(overhead_mb)
+    from perfcast.memory.overhead import runtime_overhead
+
+    rec = runtime_overhead()
+    return float(rec.get("p10_mb", rec["runtime_overhead_mb"]))
 
 
 def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead: float,

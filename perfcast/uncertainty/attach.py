@@ -177,8 +177,8 @@ def _floor(ans, key: str, req) -> float:
     try:
         if key == "time_ms":
             return float(req.time_floor() or 0.0)
-        if key == "memory_mb":
-            return float(req.memory_floor())
+        if key == "memory_mb":  # a GPU's answer holds the runtime too (CUDA context …)
+            return float(req.memory_floor()) + float(getattr(req, "overhead_floor_mb", 0.0))
         if key == "energy_j" and req.device.is_gpu:
             # a step draws at least idle power for at least the roofline time
             from perfcast.energy import power_bounds
