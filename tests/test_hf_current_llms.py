@@ -38,6 +38,8 @@ PUBLISHED_B = {
     "Qwen/Qwen2.5-32B-Instruct": 32.8,
     "Qwen/Qwen2.5-72B": 72.7,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 7.62,
+    "Qwen/Qwen3-30B-A3B": 30.5,
+    "qwen3-235b-a22b": 235.1,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": 14.8,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": 32.8,
     "Qwen/Qwen3-0.6B": 0.596,
@@ -92,3 +94,16 @@ def test_generate_with_a_current_id(capsys):
     assert out["time_ms"] > out["ttft_ms"] > 0 and out["fits"] is True
     # 8.03 B weights in 16 bits are ≈ 15,300 MiB of the memory needed
     assert out["memory_breakdown_mb"]["weights"] == pytest.approx(8.03e9 * 2 / 2**20, rel=0.01)
+
+
+@pytest.mark.parametrize("spec,total_b,active_b,width", [("hf:Qwen/Qwen3-30B-A3B", 30.5, 3.3, 768),
+                                                         ("hf:Qwen/Qwen3-235B-A22B", 235.1, 22.2, 1536)])
+def test_a_moe_model_has_its_experts_width_and_active_parameters(spec, total_b, active_b, width):
+    """A Qwen-MoE config's intermediate_size is a dense layer's (unused here); its experts are
+    moe_intermediate_size wide — what prefill prices an expert GEMM at (it read 6,144, 8× too
+    wide for Qwen3-30B-A3B). Active parameters per token: dense + experts × k / E."""
+    a = llm_arch(spec)
+    assert a.intermediate == width and a.experts == 128 and a.experts_per_token == 8
+    assert a.params / 1e9 == pytest.approx(total_b, rel=0.02)
+    active = (a.dense_params + a.expert_params * a.experts_per_token / a.experts) / 1e9
+    assert active == pytest.approx(active_b, rel=0.03)

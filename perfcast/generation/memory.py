@@ -23,8 +23,9 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     devices (tensor parallelism shards every layer, llama.cpp's layer split gives each device
     its layers: both ``1/n``; with fewer KV heads than devices, tensor parallelism replicates
     them, :func:`~perfcast.llm.arch.kv_heads_per_device`), the prefill's activation peak (the
-    tensor simulation of the model's prefill graph, :mod:`perfcast.llm.graphs`, at the batch's prompt tokens; a
-    closed form when the model was never simulated) and the runtime (measured CUDA context and
+    tensor simulation of the model's prefill graph, :mod:`perfcast.llm.graphs`, at the tokens of
+    one prefill pass — the engine's chunk, :data:`perfcast.llm.prefill.ENGINE_PREFILL`, or the
+    batch's prompts where it has none; a closed form when the model was never simulated) and the runtime (measured CUDA context and
     library overhead)."""
     from perfcast.llm.arch import VLLM_BLOCK_TOKENS, kv_heads_per_device
     from perfcast.llm.graphs import activation_peak_mb
@@ -35,8 +36,14 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     kv = arch.kv_cache_bytes(seqs, req.input_len + req.output_len, req.precision, block=block)
     if req.engine != "llama.cpp":  # fewer KV heads than devices: each one replicated
         kv *= kv_heads_per_device(arch, n) * n / arch.kv_heads
-    # llama.cpp: one ubatch of ≤ min(n_batch, n_ubatch) tokens of all the sequences at a time
+    # one prefill pass at a time: llama.cpp's ubatch of ≤ min(n_batch, n_ubatch) tokens of all
+    # the sequences, the engine's chunk elsewhere (vLLM's max_num_batched_tokens …; HF
+    # transformers: the whole batch's prompts in one forward)
+    from perfcast.llm.prefill import ENGINE_PREFILL
+
     ub = prompt_pass_tokens(req)
+    if ub is None and req.engine in ENGINE_PREFILL:
+        ub = ENGINE_PREFILL[req.engine].chunk
     tokens = min(seqs * req.input_len, ub) if ub else seqs * req.input_len
     act, _ = activation_peak_mb(arch, tokens, req.precision)
     weights = arch.weight_bytes(req.precision)

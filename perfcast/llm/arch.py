@@ -165,6 +165,21 @@ def _get(config, *names, default=None):
     return default
 
 
+def mlp_shape(text, hidden: int) -> tuple[int, int, int]:
+    """``(MLP width, routed experts, experts per token)`` of a transformers (text) config: a
+    mixture-of-experts model's width is its experts' (``moe_intermediate_size`` of Qwen-MoE /
+    DeepSeek / OLMoE configs, whose ``intermediate_size`` is a dense layer's; Mixtral's
+    ``intermediate_size`` is already the experts'); dense models have 0 experts."""
+    experts = int(_get(text, "num_local_experts", "num_experts", "n_routed_experts",
+                       default=0) or 0)
+    k = int(_get(text, "num_experts_per_tok", "num_experts_per_token", "moe_top_k",
+                 default=0) or 0)
+    inter = _get(text, "intermediate_size", "n_inner", "ffn_dim", "d_ff") or 4 * hidden
+    if experts > 1:
+        inter = _get(text, "moe_intermediate_size", default=None) or inter
+    return int(inter), experts, k
+
+
 def arch_from_config(config, model_id: str, params: int, expert_params: int,
                      embedding_params: int, tied_head_params: int = 0) -> LLMArch:
     """:class:`LLMArch` of a transformers ``config`` (text part of a vision-language one) with
@@ -190,9 +205,7 @@ def arch_from_config(config, model_id: str, params: int, expert_params: int,
     if kv is None:
         kv = 1 if getattr(text, "multi_query", False) else heads
     head_dim = _get(text, "head_dim") or hidden // heads
-    inter = _get(text, "intermediate_size", "n_inner", "ffn_dim", "d_ff") or 4 * hidden
-    experts = int(_get(text, "num_local_experts", "num_experts", default=0) or 0)
-    k = int(_get(text, "num_experts_per_tok", "num_experts_per_token", default=0) or 0)
+    inter, experts, k = mlp_shape(text, int(hidden))
     window = _get(text, "sliding_window")
     mtype = str(getattr(text, "model_type", "") or getattr(config, "model_type", ""))
     windowed = 0
@@ -320,6 +333,6 @@ def kv_heads_per_device(arch: LLMArch, tensor_parallel: int) -> int:
     return max(1, arch.kv_heads // max(1, tensor_parallel))
 
 
-__all__ = ["GGUF_BITS", "KV_BYTES", "KV_SUFFIX", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES",
+__all__ = ["GGUF_BITS", "KV_BYTES", "KV_SUFFIX", "LLMArch", "mlp_shape", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES",
            "base_precision", "priced_precision", "arch_from_config",
            "kv_heads_per_device", "llm_arch"]

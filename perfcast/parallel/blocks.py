@@ -108,16 +108,15 @@ def model_shape(spec: str) -> tuple[ModelShape, Any]:
     kv = _get(text, "num_key_value_heads", "num_kv_heads", "n_head_kv")
     if kv is None:
         kv = 1 if getattr(text, "multi_query", False) else heads
-    inter = _get(text, "intermediate_size", "n_inner", "ffn_dim", "d_ff") or 4 * hidden
+    from perfcast.llm.arch import mlp_shape
+
+    inter, experts, k = mlp_shape(text, int(hidden))
     shape = ModelShape(model_id=str(model_id), layers=int(layers), hidden=int(hidden),
                        heads=int(heads), kv_heads=int(kv),
                        vocab=int(_get(text, "vocab_size", default=0) or 0),
                        intermediate=int(inter),
                        encoder_decoder=bool(getattr(text, "is_encoder_decoder", False)),
-                       experts=int(_get(text, "num_local_experts", "num_experts",
-                                        default=0) or 0),
-                       experts_per_token=int(_get(text, "num_experts_per_tok",
-                                                  "num_experts_per_token", default=0) or 0),
+                       experts=experts, experts_per_token=k,
                        head_dim=int(_get(text, "head_dim", default=0) or hidden // heads))
     return shape, config
 
