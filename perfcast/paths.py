@@ -235,6 +235,12 @@ def check_output_file(path: str | os.PathLike, *, suffixes: tuple[str, ...] = ()
                             f"{' or '.join(suffixes)}")
     folder = p.parent
     if not folder.is_dir():
+        probe = folder  # a regular file on the way is not a missing folder
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            raise PerfcastError(f"{option} {str(path)!r}: {str(probe)!r} is a file, not a "
+                                f"folder")
         raise PerfcastError(f"{option} {str(path)!r}: folder {str(folder)!r} does not exist "
                             f"(create it first)")
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -204,3 +204,93 @@ def test_a_gpu_memory_interval_keeps_the_runtime_it_assumes():
     q = perfcast.predict("timm:resnet18", device="rtx4090", batch_size=1, precision="amp",
                          runtime_overhead_mb=0.0)
     assert q.memory_mb_low is None or q.memory_mb_low < p10
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["rank", SQUEEZE, "--devices", "rtx4090", "--plot"], "--plot"),
+    (["power-limit", SQUEEZE, "--device", "a100-40gb", "--png"], "--png"),
+    (["report", SQUEEZE, "--device", "rtx4090", "--out"], "--out"),
+    (["inspect", SQUEEZE, "--save"], "--save"),
+])
+def test_an_output_path_under_a_file_says_it_is_a_file(argv, option, tmp_path, capsys):
+    """An output path under an existing regular file (file/x.png) said "folder 'file' does not
+    exist"; every output-file option shares perfcast.paths.check_output_file."""
+    file = tmp_path / "file"
+    file.write_text("")
+    suffix = {"--out": ".html", "--save": ".npz"}.get(option, ".png")
+    _refused([*argv, str(file / "sub" / f"x{suffix}")], capsys, option,
+             f"'{file}' is a file, not a folder")
+    _refused([*argv, str(tmp_path / "nodir" / f"x{suffix}")], capsys, option,
+             "does not exist (create it first)")
+
+
+def test_cost_names_the_iteration_flags(capsys):
+    """The error said 'give iterations, or epochs and dataset_size' (field names) on the CLI."""
+    _refused(["cost", "--device", "rtx4090", "--time-ms", "10", "--epochs", "3"], capsys,
+             "give --iterations, or --epochs and --dataset-size")
+    _refused(["cost", "--device", "rtx4090", "--time-ms", "10", "--iterations", "5",
+              "--epochs", "3", "--dataset-size", "100"], capsys,
+             "give either --iterations or --epochs and --dataset-size, not both")
+
+
+def test_rank_says_a_given_power_limit_is_given(capsys):
+    """rank's energy note said 'default power limit = TDP' under --power-limit 300."""
+    assert main(["rank", SQUEEZE, "--devices", "rtx4090,a100-80gb", "--power-limit", "300",
+                 "--json"]) == 0
+    notes = strict_json(capsys.readouterr().out)["notes"]
+    energy = [n for n in notes if n.startswith("energy:")]
+    assert len(energy) == 1 and "the given --power-limit 300 W" in energy[0], notes
+    assert "default power limit" not in energy[0]
+    assert main(["rank", SQUEEZE, "--devices", "rtx4090", "--json"]) == 0
+    notes = strict_json(capsys.readouterr().out)["notes"]
+    assert any(n.startswith("energy:") and "default power limit = TDP" in n for n in notes)
+
+
+def test_cost_with_a_given_time_says_the_model_only_labels_the_job(capsys):
+    """With --time-ms the model is not predicted (only a label): it was ignored without a word."""
+    assert main(["cost", SQUEEZE, "--device", "rtx4090", "--time-ms", "10", "--iterations",
+                 "100", "--json"]) == 0
+    c = strict_json(capsys.readouterr().out)
+    assert c["time_ms_per_iteration"] == 10 and c["sources"]["time"] == "given"
+    assert any("--time-ms 10 ms" in n and f"{SQUEEZE} only labels the job" in n
+               for n in c["notes"]), c["notes"]
+    assert main(["cost", "--device", "rtx4090", "--time-ms", "10", "--iterations", "100",
+                 "--json"]) == 0  # no model: nothing to say about one
+    assert not any("only labels" in n for n in strict_json(capsys.readouterr().out)["notes"])
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("peak_fp32_tflops", 1e-300, "peak_fp32_tflops 1e-300 TFLOPS is implausibly small "
+                                 "(allowed: 0.001–1000 TFLOPS)"),
+    ("peak_fp16_tflops", 1e-6, "peak_fp16_tflops 1e-06 TFLOPS is implausibly small "
+                               "(allowed: ≥ 0.001 TFLOPS)"),
+    ("memory_gb", 1e-9, "memory_gb 1e-09 GB is implausibly small (allowed: ≥ 0.001 GB)"),
+    ("bandwidth_gbs", 0.01, "bandwidth_gbs 0.01 GB/s is implausibly small (allowed: ≥ 0.1 GB/s)"),
+])
+def test_a_device_spec_with_an_absurdly_small_value_is_refused(field, value, needle, tmp_path,
+                                                               capsys):
+    """A spec's peaks had an upper plausibility limit but no lower one: 1e-300 TFLOPS passed."""
+    import json
+
+    spec = {"key": "tiny-gpu", "name": "Tiny GPU", "kind": "gpu", "peak_fp32_tflops": 20.0,
+            "peak_fp16_tflops": 80.0, "memory_gb": 24, "bandwidth_gbs": 1000, "sm_count": 80}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({**spec, field: value}))
+    _refused(["predict", SQUEEZE, "--device", str(path)], capsys, "device 'tiny-gpu'", needle)
+
+
+def test_overhead_mb_has_an_upper_limit(capsys):
+    """--overhead-mb 1e30 was accepted (and added 1e30 MiB to the memory answer)."""
+    from perfcast.devices import get_device
+    from perfcast.errors import PerfcastError
+    from perfcast.request.fields import MAX_RUNTIME_OVERHEAD_MB
+    from perfcast.request.single import predict_workload
+    from perfcast.workload import Workload
+
+    _refused(["predict", SQUEEZE, "--device", "rtx4090", "--overhead-mb", "1e30"], capsys,
+             "--runtime-overhead-mb must be in 0..1,048,576 (MiB), got 1e+30")
+    _refused(["fit", SQUEEZE, "--device", "rtx4090", "--overhead-mb", "1e30"], capsys,
+             "--runtime-overhead-mb must be in 0..1,048,576")
+    with pytest.raises(PerfcastError, match="runtime overhead must be in 0..1,048,576 MiB"):
+        predict_workload(Workload.of(SQUEEZE), get_device("rtx4090"),
+                         runtime_overhead_mb=MAX_RUNTIME_OVERHEAD_MB * 2.0)

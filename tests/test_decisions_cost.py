@@ -43,8 +43,8 @@ def test_epochs_times_dataset_size():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(time_ms=1), "iterations, or epochs and dataset_size"),
-    (dict(time_ms=1, epochs=2), "iterations, or epochs and dataset_size"),
+    (dict(time_ms=1), "--iterations, or --epochs and --dataset-size"),
+    (dict(time_ms=1, epochs=2), "--iterations, or --epochs and --dataset-size"),
     (dict(time_ms=1, iterations=10, epochs=1, dataset_size=5), "not both"),
     (dict(time_ms=1, iterations=0), "--iterations must be ≥ 1"),
     (dict(time_ms=1, iterations=2.5), "--iterations must be an integer"),

@@ -93,11 +93,12 @@ def _iterations(req, batch_size: int) -> tuple[int, str | None]:
         return batches, f"{requests:,} requests in {batches:,} batches of {batch_size}"
     if iterations is not None:
         if epochs is not None or dataset_size is not None:
-            raise PerfcastError("give either iterations or epochs and dataset_size, not both")
+            raise PerfcastError("give either --iterations or --epochs and --dataset-size, "
+                                "not both")
         return iterations, None
     if epochs is None or dataset_size is None:
-        raise PerfcastError("give iterations, or epochs and dataset_size "
-                            "(iterations = epochs × ⌈dataset_size / batch_size⌉)")
+        raise PerfcastError("give --iterations, or --epochs and --dataset-size (iterations = "
+                            "epochs × ⌈dataset size / --batch-size⌉)")
     per_epoch = math.ceil(dataset_size / batch_size)
     n = math.ceil(epochs * per_epoch - 1e-9)
     return n, (f"iterations: {epochs:g} epochs × ⌈{dataset_size} / {batch_size}⌉ "
@@ -165,6 +166,10 @@ def cost_request(req) -> CostEstimate:
     if time_ms is not None:
         step_ms = float(time_ms)
         sources["time"] = "given"
+        if label is not None:  # a model beside a given time is not predicted: say so
+            notes.append(f"time: the given --time-ms {step_ms:g} ms per batch is used; "
+                         f"{label} only labels the job (it is not predicted — leave "
+                         f"--time-ms out to predict it)")
     else:
         pred = estimate(req if "batch_size" in req.given else req.replace(batch_size=batch_size))
         label, precision, batch_size = pred.model, pred.precision, pred.batch_size

@@ -46,7 +46,8 @@ class DeviceRank:
     price_source: str | None = None
     price_as_of: str | None = None
     #: where ``energy_kwh`` came from: ``power-model`` (perfcast.energy's prediction at the
-    #: default power limit, TDP) or ``tdp`` (time × TDP: an upper bound)
+    #: given ``--power-limit``, else the default power limit, TDP) or ``tdp`` (time × TDP: an
+    #: upper bound)
     energy_source: str | None = None
     #: the calibrated interval of ``time_ms`` (:mod:`perfcast.uncertainty`; ``None``: no
     #: calibration for the model that answered, e.g. the roofline) at ``coverage``, and the OOD
@@ -206,7 +207,7 @@ def rank_request(req) -> Ranking:
         d.rank = i
     notes = ["devices with a value for the objective come first; among them, devices with a "
              "learned time prediction rank before those with a roofline time (no labeled data "
-             "for that device: an optimistic bound)", _ENERGY_NOTE[_kind(req)]]
+             "for that device: an optimistic bound)", _energy_note(req)]
     rule = (f"{provider}'s latest-dated on-demand price" if provider else
             "the lowest of the providers' latest-dated on-demand prices (--provider to choose "
             "one)")
@@ -230,18 +231,27 @@ def _kind(req) -> str:
         "parallel" if req.workload.distributed else "single")
 
 
-#: How the energy column is made, per kind of request.
+#: How the energy column is made, per kind of request (``{limit}``: the power limit the
+#: power model runs at, :func:`_energy_note`).
 _ENERGY_NOTE = {
-    "single": "energy: predicted power (perfcast.energy's power model, at the default power "
-              "limit = TDP) × time on GPUs (energy_source power-model); time × TDP where no "
-              "energy prediction exists, e.g. CPUs (energy_source tdp: an upper-bound estimate "
-              "of the board power)",
-    "parallel": "energy: the predicted power per GPU × GPUs × time per iteration (energy_source "
-                "power-model); time × TDP × GPUs where no energy prediction exists "
-                "(energy_source tdp: an upper-bound estimate)",
+    "single": "energy: predicted power (perfcast.energy's power model, at {limit}) × time on "
+              "GPUs (energy_source power-model); time × TDP where no energy prediction exists, "
+              "e.g. CPUs (energy_source tdp: an upper-bound estimate of the board power)",
+    "parallel": "energy: the predicted power per GPU (at {limit}) × GPUs × time per iteration "
+                "(energy_source power-model); time × TDP × GPUs where no energy prediction "
+                "exists (energy_source tdp: an upper-bound estimate)",
     "generation": "energy: Σ phase power × devices × phase time of each batch (prefill and "
                   "decode, perfcast.llm.energy; energy_source power-model); time × TDP × "
                   "devices where no energy prediction exists (energy_source tdp)"}
+
+
+def _energy_note(req) -> str:
+    """:data:`_ENERGY_NOTE` for ``req``, at the power limit it gives (``--power-limit``)
+    rather than the default one when it gives one."""
+    limit = req.value("power_limit_w") if "power_limit_w" in req.given else None
+    return _ENERGY_NOTE[_kind(req)].format(
+        limit="the default power limit = TDP" if limit is None else
+        f"the given --power-limit {limit:g} W")
 
 
 def _row(p, dev, price, iterations: int) -> DeviceRank:

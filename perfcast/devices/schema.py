@@ -63,6 +63,12 @@ _CC_RE = re.compile(r"\d+\.\d+|gfx[0-9a-f]{3,4}")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: A non-tensor FP32 peak above this is a unit mistake (GFLOPS given as TFLOPS).
 _MAX_FP32_TFLOPS = 1000.0
+#: The least a peak, memory or bandwidth may be (far below any real device: the smallest in
+#: devices.json are 0.17 TFLOPS FP64, 8 GB, 76.8 GB/s); less is a unit mistake or a typo.
+_MIN_PLAUSIBLE: dict[str, float] = {
+    **{name: 0.001 for name, unit in _POSITIVE_NUMBERS.items() if unit == "TFLOPS"},
+    "memory_gb": 0.001, "bandwidth_gbs": 0.1,
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ class Device:
 
     Validated on construction (:meth:`__post_init__`): the key is a lower-case token, ``kind``
     is ``gpu`` or ``cpu``, the fields :data:`REQUIRED_FIELDS` names for the kind are present,
-    numbers are numbers > 0, counts whole numbers > 0. Anything else is a one-line
+    numbers are numbers > 0 (peaks, memory and bandwidth no less than :data:`_MIN_PLAUSIBLE`),
+    counts whole numbers > 0. Anything else is a one-line
     :class:`PerfcastError` naming the key.
     """
 
@@ -157,6 +164,12 @@ class Device:
                 raise fail(f"{name} must be a finite number ({unit}), got {value!r}")
             if value <= 0:
                 raise fail(f"{name} must be > 0 {unit}, got {getattr(self, name)!r}")
+            least = _MIN_PLAUSIBLE.get(name)
+            if least is not None and value < least:
+                span = (f"{least:g}–{_MAX_FP32_TFLOPS:g} {unit}" if name == "peak_fp32_tflops"
+                        and self.kind == "gpu" else f"≥ {least:g} {unit}")
+                raise fail(f"{name} {value:g} {unit} is implausibly small (allowed: {span}); "
+                           f"is it in the right unit?")
             set_(name, value)
         for name, unit in _POSITIVE_INTS.items():
             value = getattr(self, name)

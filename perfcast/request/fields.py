@@ -57,6 +57,9 @@ COMMANDS = ("predict", "fit", "cost", "rank", "mig", "power-limit", "plan")
 #: Every mode, for fields that apply to all.
 ALL = tuple(MODES)
 GRAPH = ("infer", "train")
+#: The most ``--overhead-mb`` (runtime_overhead_mb) may be: 1 TiB in MiB, far above any GPU's
+#: memory (more is a unit mistake, bytes or KiB given as MiB).
+MAX_RUNTIME_OVERHEAD_MB = 1_048_576
 
 
 @dataclass(frozen=True)
@@ -386,7 +389,8 @@ FIELDS: tuple[Field, ...] = (
     Field("store", "str", "options", modes=GRAPH, commands=_P,
           help="Measurement store (SQLite file or SQLAlchemy URL): its measured values are "
                "used where it has them"),
-    Field("runtime_overhead_mb", "float", "options", minimum=0, unit="MiB", modes=GRAPH,
+    Field("runtime_overhead_mb", "float", "options", minimum=0,
+          maximum=MAX_RUNTIME_OVERHEAD_MB, unit="MiB", modes=GRAPH,
           commands=("predict", "fit", "mig"), aliases=("--overhead-mb",),
           help="GPU memory beyond the live tensors added to simulated memory (default: the "
                "median measured on real runs; 0 = tensors only)"),
@@ -481,5 +485,5 @@ def field(name: str) -> Field:
         raise PerfcastError(f"unknown option {name!r}") from None
 
 
-__all__ = ["ALIASES", "ALL", "BY_NAME", "COMMANDS", "FIELDS", "GROUPS", "Field", "field",
-           "fields_of"]
+__all__ = ["ALIASES", "ALL", "BY_NAME", "COMMANDS", "FIELDS", "GROUPS", "Field",
+           "MAX_RUNTIME_OVERHEAD_MB", "field", "fields_of"]

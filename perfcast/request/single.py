@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfcast.errors import PerfcastError
+from perfcast.request.fields import MAX_RUNTIME_OVERHEAD_MB
 from perfcast.workload import Workload
 
 #: Batch size ``predict`` uses when none is given: 1 for inference, 32 for a training step,
@@ -131,8 +132,9 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
 
             require_fp8(dev)  # before any graph is built
         w = routed
-    if runtime_overhead_mb is not None and not runtime_overhead_mb >= 0:
-        raise PerfcastError(f"runtime overhead must be ≥ 0 MiB, got {runtime_overhead_mb}")
+    if runtime_overhead_mb is not None and not 0 <= runtime_overhead_mb <= MAX_RUNTIME_OVERHEAD_MB:
+        raise PerfcastError(f"runtime overhead must be in 0..{MAX_RUNTIME_OVERHEAD_MB:,} MiB, "
+                            f"got {runtime_overhead_mb}")
     check_threads(threads)
     if isinstance(coverage, bool) or not isinstance(coverage, (int, float)) \
             or not 0 < coverage < 1:
