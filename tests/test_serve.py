@@ -73,7 +73,7 @@ def test_bad_input_is_422_with_the_commands_message(client, capsys):
         capsys, "predict", SMALL["model"], "--device", "nosuchgpu")
     # what the command's parser refuses: a type, an unknown option, a missing one, not JSON
     for body, needle in ((json.dumps({**SMALL, "device": "cpu", "batch_size": "many"}),
-                          "batch_size: Input should be a valid integer"),
+                          "batch_size: must be an integer, got 'many'"),
                          (json.dumps({**SMALL, "device": "cpu", "colour": "red"}),
                           "colour: unknown option"),
                          (json.dumps(SMALL), "device: required"),

@@ -24,8 +24,14 @@ their names (``batch_size``, ``input_size`` …; see ``/docs``):
 
 Errors are what the command says, as JSON ``{"error": <the command's one-line message>,
 "exit_code": <the command's exit code>}``: HTTP **422** for bad input (exit code 2) and a model
-that cannot be traced (3), **413** for a body over the size limit, **503** when the queue is full
-(with ``Retry-After``), **500** for an internal error (one line; the server keeps serving).
+that cannot be traced (3) — a body that is not a JSON object, a value of the wrong JSON type
+(strict: ``"4"`` is not a number, ``1`` not ``true``), an unknown key —, **404** / **405** for
+an unknown path or method, **413** for a body over the size limit, **503** when the queue is
+full (with ``Retry-After``), **500** for an internal error (one line; the server keeps serving).
+
+A model spec is what the command takes, files on this machine's disk included, except
+``module.path:callable`` and ``jax:module.path:callable`` specs, which are refused: they import
+and call Python code in the server (:data:`CODE_SPEC_KINDS`).
 
 Bounds: request bodies of at most ``max_body`` bytes; at most ``max_concurrency`` requests
 compute at once (threads; graph building — torch.export — runs one at a time) and at most
@@ -89,20 +95,75 @@ def _status_of(exc: PerfcastError) -> int:
     return 422 if exc.exit_code in (2, 3) else 500
 
 
-def _one_line_validation(errors) -> str:
-    """FastAPI's validation errors as one line: ``batch_size: Input should be a valid
-    integer; …``."""
+#: What a body key of each kind of field holds, as the messages say it.
+_KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
+               "str": "a string", "list": "a comma-separated string or a list of strings"}
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: as JSON writes it for null and booleans, else its repr, cut to 60
+    characters."""
+    if value is None or isinstance(value, bool):
+        text = "null" if value is None else str(value).lower()
+    else:
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true / false",
+            int: "a number", float: "a number", type(None): "null"}.get(
+        type(value), "not JSON")
+
+
+def _one_line_validation(errors, command: str | None = None, content_type: str = "") -> str:
+    """FastAPI's validation errors as one line, in the command's words: ``batch_size: must be
+    an integer, got '4'; …`` (``command``: whose body it was — the field kinds, aliases and
+    names for a "did you mean"; ``content_type``: the request's)."""
+    import difflib
+
+    from perfcast.request.fields import ALIASES, BY_NAME, fields_of
+
+    taken = {f.name: f for f in fields_of(command)} if command else {}
+    spellings = {k: n for n in taken for k in (n, *BY_NAME[n].http_aliases())}
     parts = []
     for e in errors:
-        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
-        msg = e.get("msg", "invalid")
-        if e.get("type") == "extra_forbidden":
-            msg = "unknown option"
-        elif e.get("type") == "json_invalid":
-            where, msg = "body", f"not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
-        elif e.get("type") == "missing":
-            msg = "required"
-        parts.append(f"{where}: {msg}")
+        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+        kind = e.get("type", "")
+        if kind == "json_invalid":
+            parts.append(f"body: not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})")
+            continue
+        if not loc:  # the body itself: not an object, or none
+            if "json" not in content_type.lower():
+                parts.append(f"body: send the options as a JSON object with Content-Type: "
+                             f"application/json (got {content_type or 'no Content-Type'})")
+            elif kind == "missing":
+                parts.append("body: empty; send the options as a JSON object")
+            else:
+                parts.append(f"body: must be a JSON object of the options (like "
+                             f"{{\"model\": …, \"device\": …}}), got "
+                             f"{_json_type(e.get('input'))}")
+            continue
+        key = loc[0]
+        if kind == "extra_forbidden":
+            name = spellings.get(key) or ALIASES.get(key)
+            if name in taken:  # another spelling of an option already given
+                parts.append(f"{key}: the same option as {name}, given twice")
+                continue
+            near = difflib.get_close_matches(key, list(spellings), n=1)
+            parts.append(f"{key}: unknown option of perfcast {command or 'this endpoint'}"
+                         + (f" — did you mean {near[0]!r}?" if near else "")
+                         + " (the options: /docs)")
+        elif kind == "missing":
+            parts.append(f"{key}: required")
+        elif key in taken:  # a value of the wrong JSON type (strict: "4" is not 4)
+            if any(p.startswith(f"{key}: must be") for p in parts):
+                continue  # the other member of a union (input_size: a string or a list)
+            words = ("a string like \"3,224,224\" or a list of integers"
+                     if key == "input_size" else _KIND_WORDS[taken[key].kind])
+            parts.append(f"{key}: must be {words}, got {_shown(e.get('input'))}")
+        else:
+            parts.append(f"{'.'.join(loc)}: {e.get('msg', 'invalid')}")
     return "; ".join(dict.fromkeys(parts)) or "invalid request"
 
 
@@ -116,6 +177,8 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        from starlette.exceptions import HTTPException
+
         declared = dict(scope.get("headers") or []).get(b"content-length")
         too_big = f"request body over {self.max_body:,} bytes"
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
@@ -128,17 +191,13 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise _TooBig(too_big)
+                    # an HTTPException: FastAPI passes it on while reading the body (any other
+                    # exception there becomes its 400 "error parsing the body"); the app's
+                    # handler answers it as 413
+                    raise HTTPException(413, too_big)
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooBig as exc:
-            await _error(str(exc), 2, 413)(scope, receive, send)
-
-
-class _TooBig(Exception):
-    pass
+        await self.app(scope, limited, send)
 
 
 class Stats:
@@ -190,7 +249,8 @@ def body_model(command: str):
                         Field(... if required else None, description=f.describe(command),
                               validation_alias=alias))
     name = "".join(p.title() for p in command.split("-")) + "Request"
-    return create_model(name, __config__=ConfigDict(extra="forbid"), **spec)
+    # strict: a JSON string is not a number nor 1 a boolean (the command refuses them too)
+    return create_model(name, __config__=ConfigDict(extra="forbid", strict=True), **spec)
 
 
 def _given(body) -> dict[str, Any]:
@@ -202,12 +262,37 @@ def _given(body) -> dict[str, Any]:
     return d
 
 
+#: Model spec kinds that import a Python module and call a function of it (``module.path:
+#: callable``, ``jax:module.path:callable``): the server refuses them (any client could run
+#: any function of the server's Python — ``os:abort`` stops it).
+CODE_SPEC_KINDS = ("module", "jax")
+
+
+def refuse_code_specs(d: dict[str, Any]) -> None:
+    """A ``module:callable`` model spec is refused over HTTP (:data:`CODE_SPEC_KINDS`), with
+    what to give instead; the command line and the Python API still take them."""
+    model = d.get("model")
+    if not isinstance(model, str):
+        return
+    from perfcast.workload.spec import ModelSpec
+
+    try:
+        kind = ModelSpec.parse(model).kind
+    except (PerfcastError, OSError, ValueError):
+        return  # not a callable spec; the request's validation says what is wrong with it
+    if kind in CODE_SPEC_KINDS:
+        raise PerfcastError(f"perfcast serve does not import and call {model!r} (a "
+                            f"module:callable spec runs code in the server); export the model "
+                            f"to ONNX and give its path, or use the command line / Python API")
+
+
 # ------------------------------------------------------------------------------ the handlers
 def do_command(command: str, d: dict[str, Any]) -> dict[str, Any]:
     """``perfcast <command> --json``: :func:`perfcast.decisions.answer.answer` (the graph built
     in this process, no forked simulation: the server is threaded)."""
     from perfcast.decisions.answer import answer
 
+    refuse_code_specs(d)
     r = answer(command, d)
     return r.to_dict(top=d.get("top") or 15) if command == "plan" else r.to_dict()
 
@@ -228,6 +313,7 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.openapi.docs import get_swagger_ui_html
+    from starlette.exceptions import HTTPException
 
     from perfcast._version import __version__
 
@@ -262,7 +348,8 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
             with stats.lock:
                 stats.errors += 1
             return _error(str(exc), exc.exit_code, _status_of(exc))
-        except Exception as exc:  # one line, like the command; the server keeps serving
+        except (Exception, SystemExit) as exc:  # one line, like the command; the server
+            # keeps serving (SystemExit: a model's code that calls exit())
             with stats.lock:
                 stats.errors += 1
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -276,7 +363,40 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
     async def _invalid(request: Request, exc: RequestValidationError):
         with stats.lock:
             stats.errors += 1
-        return _error(_one_line_validation(exc.errors()), 2, 422)
+        command = {r: c for c, r in ROUTES.items()}.get(request.url.path.strip("/"))
+        return _error(_one_line_validation(exc.errors(), command,
+                                           request.headers.get("content-type", "")), 2, 422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException):
+        """Starlette's and FastAPI's own refusals (404, 405, 413, a body that is not text) in
+        the errors' shape: ``{"error": <one line>, "exit_code": 2}``."""
+        with stats.lock:
+            stats.errors += 1
+        status, message = exc.status_code, str(exc.detail)
+        path = request.url.path if len(request.url.path) <= 100 else \
+            request.url.path[:99] + "…"
+        if status == 404:
+            message = (f"no {request.method} {path} (endpoints: POST "
+                       + ", ".join(f"/{r}" for r in ROUTES.values())
+                       + "; GET /devices, /healthz, /docs)")
+        elif status == 405:
+            allowed = (exc.headers or {}).get("Allow") or "another method"
+            message = f"{request.method} {path} is not allowed (use {allowed})"
+        elif status == 400 and exc.__cause__ is not None:  # the body could not be decoded
+            cause = exc.__cause__
+            why = ("not UTF-8 text" if isinstance(cause, UnicodeDecodeError)
+                   else str(cause).strip().splitlines()[0][:200] if str(cause).strip()
+                   else type(cause).__name__)
+            status, message = 422, f"body: not valid JSON ({why})"
+        return _error(message, 2 if status < 500 else 1, status, exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):  # (ServerErrorMiddleware: a bug)
+        with stats.lock:
+            stats.errors += 1
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return _error(f"internal error: {type(exc).__name__}: {first}", 1, 500)
 
     def route(command: str):
         Body = body_model(command)

@@ -237,11 +237,43 @@ def _bound(x) -> str:
     return f"{x:g}"
 
 
+#: The longest name or path a text option may be (bytes of UTF-8): Linux's PATH_MAX, and its
+#: NAME_MAX for each part between slashes — longer, every look-up of it as a file fails.
+MAX_TEXT_BYTES, MAX_NAME_BYTES = 4096, 255
+
+
+def _check_text(flag: str, v: str) -> None:
+    """A text option (a name, a path, a list of them): UTF-8 text (a lone surrogate, which
+    JSON's ``\\ud800`` can carry, is not) within the file system's length limits."""
+    try:
+        data = v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PerfcastError(f"{flag} is not valid text: it holds a lone surrogate "
+                            f"{v[exc.start]!r} at character {exc.start}") from None
+    if "://" in v:  # a URL (--store): its parts are not file names
+        return
+    long_part = max((len(p) for p in data.replace(b"\\", b"/").split(b"/")), default=0)
+    if len(data) > MAX_TEXT_BYTES or long_part > MAX_NAME_BYTES:
+        raise PerfcastError(f"{flag} is too long to name anything ({len(data):,} bytes"
+                            + (f", a part of {long_part:,} between slashes"
+                               if len(data) <= MAX_TEXT_BYTES else "")
+                            + f"): a name or path is at most {MAX_TEXT_BYTES:,} bytes, each part "
+                              f"at most {MAX_NAME_BYTES}; got {v[:40]!r}…")
+
+
 def _check_value(f: Field, v: Any, command: str | None = None) -> None:
-    """A field's value on its own: its kind, its choices, a positive size or count."""
+    """A field's value on its own: its kind, its choices, a positive size or count, text that
+    can name a file."""
     if v is None:
         return
     flag = f.flag
+    if f.kind in ("str", "list"):
+        texts = [v] if isinstance(v, str) else v if isinstance(v, (list, tuple)) else ()
+        if f.kind == "list":  # a comma-separated list: each name on its own
+            texts = [t for x in texts if isinstance(x, str) for t in x.split(",")]
+        for text in texts:
+            if isinstance(text, str):
+                _check_text(flag, text)
     if f.kind == "int":
         if isinstance(v, bool) or not isinstance(v, int):
             raise PerfcastError(f"{flag} must be an integer, got {v!r}")
