@@ -294,3 +294,10 @@ def test_overhead_mb_has_an_upper_limit(capsys):
     with pytest.raises(PerfcastError, match="runtime overhead must be in 0..1,048,576 MiB"):
         predict_workload(Workload.of(SQUEEZE), get_device("rtx4090"),
                          runtime_overhead_mb=MAX_RUNTIME_OVERHEAD_MB * 2.0)
+
+
+def test_a_model_callable_that_exits_is_an_error(capsys):
+    """`perfcast predict builtins:exit` exited 0 without a word: the callable raised SystemExit
+    while perfcast built the model."""
+    _refused(["predict", "builtins:exit", "--device", "cpu"], capsys,
+             "builtins:exit exited", "torch.nn.Module")

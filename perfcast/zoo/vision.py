@@ -114,7 +114,11 @@ def _build_callable(w: Workload, device: str) -> BuiltModel:
     fn = getattr(mod, attr, None)
     if fn is None:
         raise ModelSpecError(f"module {mod_name!r} has no attribute {attr!r}")
-    model = fn if isinstance(fn, nn.Module) else on_meta(fn, spec, device)
+    try:
+        model = fn if isinstance(fn, nn.Module) else on_meta(fn, spec, device)
+    except SystemExit as exc:  # a callable that exits is no model builder (exit 0 said nothing)
+        raise ModelSpecError(f"{spec} exited (SystemExit {exc.code!r}) instead of returning a "
+                             f"torch.nn.Module") from None
     if not isinstance(model, nn.Module):
         raise ModelSpecError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
     shape = w.input_size or DEFAULT_IMAGE
