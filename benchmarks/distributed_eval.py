@@ -969,7 +969,9 @@ def speed() -> tuple[dict, str]:
             f"device); warm: again with the cache. Load average {res['load_average_1min']} on "
             f"{res['cpus']} CPUs. The 1T prediction: {a['time_ms'] / 1e3:,.1f} s per iteration "
             f"({a['tokens_per_s']:,.0f} tokens/s, MFU {a['mfu']:.0%}; Megatron-LM reports 52 % "
-            f"on this layout — a number not used anywhere in the fit), {a['memory_mb']:,.0f} MiB "
+            f"on this layout, counting the recomputed forward pass — its 96·B·s·l·h²(…) is 4/3 "
+            f"of the model FLOPs, so 39 % MFU; a number not used anywhere in the fit), "
+            f"{a['memory_mb']:,.0f} MiB "
             f"per GPU. Commands:\n\n```\n{a['command']}\n{b['command']}\n```\n")
     return res, text
 
