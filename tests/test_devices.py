@@ -140,8 +140,7 @@ def test_unknown_key_lists_close_matches():
     assert "a100-40gb" in msg
     assert "perfcast devices" in msg
     assert "\n" not in msg
-    with pytest.raises(PerfcastError, match="rtx4090"):
-        get_device("rtx-4090")
+    assert get_device("rtx-4090").key == "rtx4090"  # punctuation aside, the key itself
     with pytest.raises(PerfcastError, match="perfcast devices"):
         get_device("no-such-thing-at-all")
 
@@ -597,3 +596,24 @@ def test_cli_device_spec_on_a_command(tmp_path, capsys):
         assert d["device"] == "lab-gpu" and d["hours"] == pytest.approx(1.0)
     finally:
         unregister_device("lab-gpu")
+
+
+def test_a_gpu_by_the_name_drivers_and_benchmarks_print():
+    """`--device` takes a registry key, or the product name nvidia-smi, NeuSight or ML.ENERGY
+    print for it (vendor words, punctuation and case aside); an ambiguous or unknown name stays
+    a one-line error that lists the candidates — never a guess."""
+    from perfcast.devices import get_device
+    from perfcast.errors import PerfcastError
+
+    for name, key in [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("H100 SXM", "h100-sxm"),
+                      ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("A100 80GB PCIe", "a100-80gb-pcie"),
+                      ("Tesla V100-PCIE-32GB", "v100-32gb-pcie"), ("NVIDIA GeForce RTX 4090",
+                                                                    "rtx4090"),
+                      ("Tesla T4", "t4"), ("AMD Instinct MI300X", "mi300x"),
+                      ("Intel Data Center GPU Max 1550", "max1550"), ("NVIDIA B200", "b200")]:
+        assert get_device(name).key == key, name
+    for name, candidates in [("H100", "h100-sxm, h100-pcie"), ("A100", "a100-40gb, a100-80gb")]:
+        with pytest.raises(PerfcastError, match=candidates):
+            get_device(name)
+    with pytest.raises(PerfcastError, match="unknown device 'H100 NVL'"):
+        get_device("H100 NVL")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -207,6 +208,42 @@ def _suggest(query: str, keys: list[str]) -> list[str]:
     return out[:4]
 
 
+#: Product names of registry GPUs as drivers and benchmarks print them (``nvidia-smi``'s
+#: names, NeuSight's and ML.ENERGY's devices) where they do not reduce to a key or a registry
+#: name by :func:`_name_form`: form → key.
+NAME_ALIASES = {
+    "a100sxm440gb": "a100-40gb", "a100sxm480gb": "a100-80gb", "a100pcie40gb": "a100-40gb-pcie",
+    "a100pcie80gb": "a100-80gb-pcie", "h10080gbhbm3": "h100-sxm", "h100sxm580gb": "h100-sxm",
+    "v100sxm216gb": "v100-16gb", "v100sxm232gb": "v100-32gb", "v100pcie32gb": "v100-32gb-pcie",
+    "p100pcie16gb": "p100-16gb-pcie", "gh200480gb": "gh200", "gh200144gbhbm3e": "gh200",
+    "rtx6000adageneration": "rtx6000-ada", "quadrortx6000": "quadro-rtx-6000",
+    "datacentergpumax1550": "max1550",
+}
+#: Words of a product name that no registry key carries.
+_VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "radeon", "instinct", "intel(r)", "intel")
+
+
+def _name_form(text: str) -> str:
+    """A device name reduced for matching: lower case, vendor words and parenthesised remarks
+    dropped, only letters and digits (``NVIDIA GeForce RTX 4090`` → ``rtx4090``)."""
+    t = re.sub(r"\(.*?\)", " ", str(text).lower())
+    t = re.sub(r"\b(" + "|".join(re.escape(w) for w in _VENDOR_WORDS) + r")\b", " ", t)
+    return re.sub(r"[^a-z0-9]", "", t)
+
+
+def _by_name(text: str, registry: Mapping[str, Device]) -> list[str]:
+    """The registry keys a product name means (``NVIDIA A100-SXM4-40GB``, ``H100 SXM``,
+    ``GeForce RTX 4090``): its :func:`_name_form` against the keys', the registry names' and
+    :data:`NAME_ALIASES`; several keys when it is ambiguous, none when unknown."""
+    form = _name_form(text)
+    if not form:
+        return []
+    if form in NAME_ALIASES and NAME_ALIASES[form] in registry:
+        return [NAME_ALIASES[form]]
+    return [k for k, d in registry.items()
+            if form in (_name_form(k), _name_form(getattr(d, "name", "") or ""))]
+
+
 def _looks_like_path(text: str) -> bool:
     return (text.lower().endswith(".json") or "/" in text or os.sep in text
             or text.startswith("~"))
@@ -268,7 +305,10 @@ def get_device(key_or_path: str | os.PathLike[str] | Device) -> Device:
         return dev
     if text and Path(text).is_file():
         return _from_spec_file(text)
-    matches = _suggest(query, device_keys())
+    named = _by_name(text, registry)
+    if len(named) == 1:
+        return registry[named[0]]
+    matches = named or _suggest(query, device_keys())
     hint = f"did you mean {', '.join(matches)}? " if matches else ""
     raise PerfcastError(f"unknown device '{key_or_path}'; {hint}run `perfcast devices` to list "
                         f"them, or give the path of a device spec .json")
