@@ -41,6 +41,7 @@ def test_cost_refuses_more_power_than_the_gpu_can_draw(capsys):
     assert strict_json(capsys.readouterr().out)["power_w"] == 450
 
 
+@pytest.mark.slow  # a full prediction (seconds); the fast tier keeps the refusals
 def test_cost_says_a_given_power_limit_is_given(capsys):
     """The energy source called a --power-limit the user gave 'the default power limit'."""
     assert main(["cost", SQUEEZE, "--device", "a100-40gb", "--iterations", "10",
@@ -54,6 +55,7 @@ def test_rank_names_a_device_once(capsys):
     assert [d["device"] for d in strict_json(capsys.readouterr().out)["devices"]] == ["rtx4090"]
 
 
+@pytest.mark.slow  # a full prediction (seconds); the fast tier keeps the refusals
 def test_serving_plan_beyond_the_replica_cap_prices_no_token(capsys):
     """A rate beyond what the most replicas serve: the rows said 'needs 4,096 GPUs' and priced
     a token at ~0 USD, as if those GPUs carried the rate."""
@@ -169,6 +171,7 @@ def test_training_beyond_the_positions_of_a_rope_model_says_so():
     assert positions_note("hf:meta-llama/Llama-2-7b-hf", 4096) is None
 
 
+@pytest.mark.slow  # a full prediction (seconds); the fast tier keeps the refusals
 def test_training_a_rope_model_past_its_positions_is_noted_in_the_answer(capsys):
     assert main(["predict", "hf:meta-llama/Llama-2-7b-hf", "--mode", "train", "--device",
                  "h100-sxm", "--seq-len", "8192", "--data-parallel", "8", "--batch-size", "8",
@@ -190,6 +193,7 @@ def test_bf16_on_a_gpu_without_bf16_units_says_how_it_is_priced():
     assert bf16_units_note("bf16", get_device("cpu")) is None
 
 
+@pytest.mark.slow  # a full prediction (seconds); the fast tier keeps the refusals
 def test_a_gpu_memory_interval_keeps_the_runtime_it_assumes():
     """The memory interval's low bound fell below the runtime overhead its own answer holds
     (ResNet-18 batch 1 on an RTX 4090: 166 MiB against 1,833 MiB, 1,765 of them CUDA context
