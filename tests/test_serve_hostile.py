@@ -109,6 +109,8 @@ def test_unknown_paths_and_methods_answer_in_the_errors_shape(client):
     _refused(r, 405, "GET /predict is not allowed (use POST)")
     assert r.headers["allow"] == "POST"
     _refused(client.post("/healthz"), 405, "use GET")
+    h = client.head("/healthz")  # liveness probes (load balancers, curl -I) use HEAD
+    assert h.status_code == 200 and h.content == b""
     _refused(client.get("/" + "a" * 5000), 404, "…")  # the path cut in the message
 
 

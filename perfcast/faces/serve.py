@@ -419,6 +419,10 @@ def create_app(*, max_concurrency: int = MAX_CONCURRENCY, max_queue: int = MAX_Q
     async def healthz():
         return _json_response(stats.to_dict())
 
+    @app.head("/healthz", include_in_schema=False)
+    async def healthz_head():  # load balancers and `curl -I` probe liveness with HEAD
+        return _json_response(stats.to_dict())
+
     static = _swagger_static()
     if static is not None:
         from starlette.staticfiles import StaticFiles
