@@ -39,6 +39,12 @@ PUBLISHED_B = {
     "Qwen/Qwen2.5-72B": 72.7,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": 7.62,
     "Qwen/Qwen3-30B-A3B": 30.5,
+    # chat / instruct twins of shipped base models (same architecture)
+    "meta-llama/Meta-Llama-3-8B-Instruct": 8.03,
+    "meta-llama/Llama-2-7b-chat-hf": 6.74,
+    "Qwen/Qwen2-72B-Instruct": 72.7,
+    "google/gemma-2-9b": 9.24,
+    "codellama/CodeLlama-34b-Instruct-hf": 33.7,
     "qwen3-235b-a22b": 235.1,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": 14.8,
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": 32.8,
