@@ -1,7 +1,8 @@
 """Issue #40, deliverable 2: a cached prediction through the command line imports no torch,
 torch_geometric or pandas — on every default route: a GPU with its own labels (the RTX 4090,
 answered by the GraphSAGE ``dippm``), a GPU without (the H100, ``crossdevice``'s per-kernel
-composition), ``--mode generate`` (the LLM models) and this CPU (``kernelsum``).
+composition), ``--mode generate`` (the LLM models), this CPU (``kernelsum``) and an ``hf:``
+graph asked past its config's positions (the note reads the config without transformers).
 
 The graphs and the memory simulation are put into the session's cache first (in this process);
 a new process then runs the four commands through :func:`perfcast.faces.cli.main` and reports which
@@ -43,12 +44,24 @@ print(json.dumps(out))
 """ % (HEAVY,)
 
 
-def test_cached_predictions_import_no_torch_pyg_or_pandas():
-    from perfcast.faces.cli import main
+#: A two-layer Llama of 256 positions, asked for 512: an hf: graph on the graph route, with the
+#: note its config's positions give (read without transformers).
+TINY_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+              "intermediate_size": 172, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 2, "vocab_size": 128, "max_position_embeddings": 256,
+              "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
 
-    for argv in COMMANDS.values():  # graphs and simulations into the session's cache
+
+def test_cached_predictions_import_no_torch_pyg_or_pandas(tmp_path):
+    from perfcast.faces.cli import main
+    from tests.helpers import hf_spec
+
+    commands = {**COMMANDS, "hf: graph past its positions": [
+        "predict", hf_spec(tmp_path, "tiny_llama", TINY_LLAMA), "--device", "h100-sxm",
+        "--seq-len", "512", "--batch-size", "2"]}
+    for argv in commands.values():  # graphs and simulations into the session's cache
         assert main([*argv, "--json"]) == 0
-    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(COMMANDS)], capture_output=True,
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(commands)], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])

@@ -164,7 +164,7 @@ def test_training_beyond_the_positions_of_a_rope_model_says_so():
     word, while --mode generate refuses it: training can run it (long-context training with
     RoPE scaling does), so it is priced as given, with a note; a learned position table still
     refuses it."""
-    from perfcast.zoo.hf_config import positions_note
+    from perfcast.llm.arch import positions_note
 
     note = positions_note("hf:meta-llama/Llama-2-7b-hf", 100_000)
     assert "100,000 tokens is beyond the model's 4,096 positions" in note

@@ -268,6 +268,31 @@ def _raw_config(text: str) -> tuple[str, str] | None:
     return f"shipped:{fname}", (package_data("zoo", "hf_configs") / fname).read_text()
 
 
+def positions_note(spec: str, seq_len: int) -> str | None:
+    """What to say of a training sequence longer than the ``max_position_embeddings`` (or
+    ``n_positions``) a shipped or local config states — read by :func:`_raw_config`, without
+    transformers, so a cached prediction stays torch-free (a model with a learned position table
+    refuses it when traced; a RoPE model computes its positions and runs it, as long-context
+    training with RoPE scaling does); ``None`` within, or for a hub-only id."""
+    text = spec.strip()
+    raw = _raw_config(text[3:].strip() if text.startswith("hf:") else text)
+    try:
+        data = json.loads(raw[1]) if raw is not None else {}
+    except json.JSONDecodeError:
+        return None  # the trace says what is wrong with the file
+    if not isinstance(data, dict):
+        return None
+    data = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+    n = data.get("max_position_embeddings", data.get("n_positions"))
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or seq_len <= n:
+        return None
+    return (f"seq_len: {seq_len:,} tokens is beyond the model's {n:,} positions "
+            f"(max_position_embeddings): priced as given — its positions are computed (rotary, "
+            f"ALiBi or relative), so it runs, as long-context training with RoPE scaling does; "
+            f"the model was not trained for it (a config.json with rope_scaling and a larger "
+            f"max_position_embeddings says so)")
+
+
 @lru_cache(maxsize=1)
 def _shipped_index() -> dict[str, str]:
     """Lower-cased id / alias / file name → shipped file (``zoo/hf_configs/index.json``, read
@@ -333,6 +358,6 @@ def kv_heads_per_device(arch: LLMArch, tensor_parallel: int) -> int:
     return max(1, arch.kv_heads // max(1, tensor_parallel))
 
 
-__all__ = ["GGUF_BITS", "KV_BYTES", "KV_SUFFIX", "LLMArch", "mlp_shape", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES",
+__all__ = ["GGUF_BITS", "KV_BYTES", "KV_SUFFIX", "LLMArch", "VLLM_BLOCK_TOKENS", "WEIGHT_BYTES",
            "base_precision", "priced_precision", "arch_from_config",
-           "kv_heads_per_device", "llm_arch"]
+           "kv_heads_per_device", "llm_arch", "mlp_shape", "positions_note"]

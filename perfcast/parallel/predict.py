@@ -141,7 +141,7 @@ class TransformerLayouts:
         if not self.seq_len:
             self.seq_len, self.seq_note = default_seq_len(w.spec)
         else:
-            from perfcast.zoo.hf_config import positions_note
+            from perfcast.llm.arch import positions_note
 
             self.seq_note = positions_note(w.spec, int(self.seq_len))
         self.eff = eff or shipped_efficiency()

@@ -192,7 +192,7 @@ def predict_workload(w: Workload, dev, *, predictor: str | None = None, use_cach
     if note:
         out.notes.insert(0, note)
     if w.model.kind == "hf" and w.seq_len:
-        from perfcast.zoo.hf_config import positions_note
+        from perfcast.llm.arch import positions_note
 
         note = positions_note(w.spec, int(w.seq_len))
         if note:

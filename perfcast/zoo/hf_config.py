@@ -27,8 +27,7 @@ from perfcast.paths import package_data
 if TYPE_CHECKING:  # pragma: no cover
     import transformers
 
-__all__ = ["CONFIG_DIR", "DEFAULT_SEQ_LEN", "MAX_LAYERS", "positions_note", "resolve_hf_config",
-           "shipped_model_ids"]
+__all__ = ["CONFIG_DIR", "DEFAULT_SEQ_LEN", "MAX_LAYERS", "resolve_hf_config", "shipped_model_ids"]
 
 #: Sequence length used when the caller gives none (same for encoders and decoders).
 DEFAULT_SEQ_LEN = 128
@@ -339,20 +338,3 @@ def resolve_hf_config(spec: str) -> tuple[transformers.PretrainedConfig, str]:
         reraise_interrupt(exc)
         raise ModelSpecError(_unknown_spec_message(spec, f"hub lookup failed: {_one_line(exc)}")) from exc
     return config, spec
-
-
-def positions_note(spec: str, seq_len: int) -> str | None:
-    """What to say of a training sequence longer than the model's ``max_position_embeddings``
-    (a model with a learned position table refuses it when traced; a RoPE model computes its
-    positions and runs it, as long-context training with RoPE scaling does); ``None`` within."""
-    try:
-        n = getattr(resolve_hf_config(spec)[0], "max_position_embeddings", None)
-    except Exception:  # noqa: BLE001 - the trace says what is wrong with the spec
-        return None
-    if not isinstance(n, int) or n <= 0 or seq_len <= n:
-        return None
-    return (f"seq_len: {seq_len:,} tokens is beyond the model's {n:,} positions "
-            f"(max_position_embeddings): priced as given — its positions are computed (rotary, "
-            f"ALiBi or relative), so it runs, as long-context training with RoPE scaling does; "
-            f"the model was not trained for it (a config.json with rope_scaling and a larger "
-            f"max_position_embeddings says so)")
