@@ -47,8 +47,7 @@ def route(workload: Workload, device, *, graph, predictor: str | None = None,
         devs = user_pred.trained_on_.get("device") or []
         if devs and device.key not in devs:
             notes.append(f"{predictor} was trained on {', '.join(devs)}, not {device.key}")
-    overhead, overhead_src = _gpu_overhead(device, overhead_mb)
-    req.overhead_floor_mb = _overhead_floor(device, overhead_mb)
+    overhead, overhead_src, req.overhead_floor_mb = _gpu_overhead(device, overhead_mb)
     answers: dict[str, Answer] = {}
     req.answers = answers
     for target in TARGETS:
@@ -99,30 +98,21 @@ def _threads_for(device, threads: int | None) -> int | None:
     return threads
 
 
-def _gpu_overhead(device, overhead_mb: float | None) -> tuple[float, str]:
+def _gpu_overhead(device, overhead_mb: float | None) -> tuple[float, str, float]:
+    """``(overhead, where it comes from, floor)`` in MiB: the GPU runtime overhead added to
+    simulated memory (the measured runs' median by default, else the given one), and the least
+    a GPU answer's memory holds of it — what a memory interval's low bound keeps above the
+    weights and inputs (the measured runs' 10th percentile, else the given one); 0 on a CPU."""
     if not device.is_gpu:
-        return 0.0, ""
-    from perfcast.memory.overhead import runtime_overhead
-
-    rec = runtime_overhead()
-    if overhead_mb is None:
-        return float(rec["runtime_overhead_mb"]), (f"median of {rec['runs']} measured runs, "
-                                                   f"{rec['device']}")
-    return float(overhead_mb), "given"
-
-
-def _overhead_floor(device, overhead_mb: float | None) -> float:
-    """The least runtime overhead a GPU answer's memory holds (MiB): the measured runs' 10th
-    percentile by default, the given overhead when given; 0 on a CPU — what a memory interval's
-    low bound keeps above the weights and inputs."""
-    if not device.is_gpu:
-        return 0.0
+        return 0.0, "", 0.0
     if overhead_mb is not None:
-        return float(overhead_mb)
+        return float(overhead_mb), "given", float(overhead_mb)
     from perfcast.memory.overhead import runtime_overhead
 
     rec = runtime_overhead()
-    return float(rec.get("p10_mb", rec["runtime_overhead_mb"]))
+    return (float(rec["runtime_overhead_mb"]),
+            f"median of {rec['runs']} measured runs, {rec['device']}",
+            float(rec.get("p10_mb", rec["runtime_overhead_mb"])))
 
 
 def _shipped_or_fallback(ans: Answer, req: _Request, name: str | None, overhead: float,
