@@ -244,6 +244,12 @@ def nvidia_ampere_or_later(device) -> bool | None:
     return None if arch is None else arch[2]
 
 
+def nvidia_before_ampere(device) -> bool:
+    """Whether the GPU is NVIDIA and known to be older than Ampere (compute capability < 8.0,
+    given or derived): no bf16 tensor cores, and no bfloat16 in vLLM or TensorRT-LLM."""
+    return _is_nvidia(device) and nvidia_ampere_or_later(device) is False
+
+
 def has_fp8_units(device) -> bool:
     """Whether the GPU has FP8 tensor / matrix cores: NVIDIA compute capability ≥ 8.9 (Ada,
     Hopper, Blackwell — or one of them by architecture / name when the capability is unknown),
@@ -369,4 +375,4 @@ DERIVABLE_FIELDS: tuple[str, ...] = ("compute_capability", "arch_year", "fp32_co
 __all__ = ["ARCHITECTURE_PATTERNS", "BLACKWELL_DATACENTRE_TENSOR_RATIO", "CHIPS", "Chip",
            "DERIVABLE_FIELDS", "Derivation", "YEAR_BY_COMPUTE_CAPABILITY", "arch_year", "chip",
            "complete", "compute_capability", "derivations", "has_fp8_units", "notes_for",
-           "nvidia_ampere_or_later"]
+           "nvidia_ampere_or_later", "nvidia_before_ampere"]

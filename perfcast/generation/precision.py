@@ -17,12 +17,6 @@ from perfcast.workload import Workload
 BF16_CC8_ENGINES = ("vllm", "trt-llm")
 
 
-def _nvidia_major(device) -> int | None:
-    """The major compute capability of an NVIDIA GPU (``"7.0"`` → 7), else ``None``."""
-    cc = getattr(device, "compute_capability", None)
-    major = str(cc or "").split(".")[0]
-    return int(major) if major.isdigit() else None
-
 
 def serving_precision(req: Workload, device, notes: list[str]) -> Workload:
     """``req`` with its precision replaced by the priced one (weights + KV cache dtype), for
@@ -33,12 +27,13 @@ def serving_precision(req: Workload, device, notes: list[str]) -> Workload:
 
     kv = req.kv_cache_dtype
     if "bf16" in (req.precision, kv) and req.engine in BF16_CC8_ENGINES:
-        cc = _nvidia_major(device)
-        if cc is not None and cc < 8:
+        from perfcast.devices.derive import compute_capability, nvidia_before_ampere
+
+        if nvidia_before_ampere(device):
             raise PerfcastError(f"{'--precision' if req.precision == 'bf16' else '--kv-cache-dtype'}"
                                 f" bf16: {req.engine} runs bfloat16 on NVIDIA compute capability "
                                 f"≥ 8.0 (Ampere and newer); {device.key} is "
-                                f"{device.compute_capability} — use fp16")
+                                f"{compute_capability(device)[0]} — use fp16")
     if req.precision == "fp8":
         peak, derived = require_fp8(device, "--precision fp8")
         notes.append(f"precision: fp8 = FP8 weights and activations (W8A8-FP8, vLLM "
