@@ -25,8 +25,8 @@ def memory_per_device(arch, req: Workload) -> dict[str, float]:
     them, :func:`~perfcast.llm.arch.kv_heads_per_device`), the prefill's activation peak (the
     tensor simulation of the model's prefill graph, :mod:`perfcast.llm.graphs`, at the tokens of
     one prefill pass — the engine's chunk, :data:`perfcast.llm.prefill.ENGINE_PREFILL`, or the
-    batch's prompts where it has none; a closed form when the model was never simulated) and the runtime (measured CUDA context and
-    library overhead)."""
+    batch's prompts where it has none; a closed form when the model was never simulated) and
+    the runtime (measured CUDA context and library overhead)."""
     from perfcast.llm.arch import VLLM_BLOCK_TOKENS, kv_heads_per_device
     from perfcast.llm.graphs import activation_peak_mb
 
